@@ -1,0 +1,282 @@
+"""One episode of Algorithm 1, advanced a turn at a time by the batched agent loop.
+
+The context is kept as messages with their exact ids: [system, task] then the working
+messages. Sampled ids go in as the policy returned them (token-in-token-out); observations are
+rendered and tokenized once. A request sends the policy only the ids it has not seen, or the
+whole context (reset) after a compression or a truncation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+
+from memex_jax.agent import trajectory as traj
+from memex_jax.agent.chat import ChatRenderer, Message, tool_response
+from memex_jax.agent.config import FULL_CONTEXT, MEMEX, AgentConfig
+from memex_jax.agent.parser import ToolCall, parse_turn
+from memex_jax.agent.policy import Turn, TurnRequest
+from memex_jax.agent.rewards import RedundancyTracker, StepRecord, shaped_reward
+from memex_jax.envs.base import Env
+from memex_jax.memory import (COMPRESS, FINISH, MEMORY_TOOLS, ContextStatus, ContextUsage,
+                              ExperienceStore, ExperienceStoreError, ToolArgumentError,
+                              build_summary, plan_compression, string_argument)
+
+
+@dataclasses.dataclass
+class _Piece:
+  """A message of the context and its ids (mask 1 / logprobs only on sampled ids)."""
+
+  message: Message
+  ids: list[int]
+  mask: list[int]
+  logprobs: list[float]
+
+
+class Episode:
+  """Algorithm 1 for one (env, task), as a state machine driven by sampled turns."""
+
+  def __init__(self, episode_id: int, group_id: int, env: Env, task: Any,
+               renderer: ChatRenderer, config: AgentConfig, system_prompt: str):
+    self.episode_id = episode_id
+    self.group_id = group_id
+    self._env, self._task = env, task
+    self._renderer, self._config = renderer, config
+    self._system_prompt = system_prompt
+    self._tool_names = [s["name"] for s in config.tool_schemas()]
+    self.store = ExperienceStore()
+    self._tracker = RedundancyTracker()
+    self._prefix: list[_Piece] = []
+    self._working: list[_Piece] = []
+    self._segments: list[list[_Piece]] = []
+    self._seen = 0  # Context ids the policy holds.
+    self._needs_reset = True
+    self._reported_working = 0  # W of the latest ContextStatus: C_t of the next step.
+    self.steps: list[StepRecord] = []
+    self.task_text = ""
+    self.finish_reason: str | None = None
+    self.error = ""
+    self.won = False
+    self.answer: str | None = None
+    self._counts = {"compress": 0, "read": 0, "truncations": 0, "generated": 0}
+
+  # Context bookkeeping.
+
+  def _piece(self, message: Message) -> _Piece:
+    ids = self._renderer.message_ids(message)
+    return _Piece(message, ids, [0] * len(ids), [0.0] * len(ids))
+
+  def _context_ids(self) -> list[int]:
+    return [i for piece in self._prefix + self._working for i in piece.ids]
+
+  def _usage(self, extra: int = 0) -> ContextUsage:
+    return ContextUsage(sum(len(p.ids) for p in self._prefix),
+                        sum(len(p.ids) for p in self._working) + extra)
+
+  def working_text(self) -> str:
+    """The decoded working context (anchors are searched here)."""
+    return "\n".join(self._renderer.content_text(p.message) for p in self._working)
+
+  def _observe(self, text: str, from_tool: bool) -> None:
+    """Appends an observation (a user message) and the ContextStatus of the context it ends.
+
+    Args:
+      text: the observation.
+      from_tool: wrap it in <tool_response> (results of tool calls, not the first observation
+        or a format error).
+    """
+    body = tool_response(text) if from_tool else text
+    usage = self._usage(extra=len(self._piece(Message("user", body)).ids))
+    status = ContextStatus(usage, self._config.threshold, self._config.warn_fraction).render()
+    self._reported_working = usage.working
+    self._working.append(self._piece(Message("user", f"{body}\n{status}" if body else status)))
+
+  def _close_segment(self) -> None:
+    self._segments.append(self._prefix + self._working)
+
+  def _end(self, reason: str, error: str = "") -> None:
+    self.finish_reason, self.error = reason, error
+
+  @property
+  def done(self) -> bool:
+    return self.finish_reason is not None
+
+  # The two calls the loop makes.
+
+  def start(self) -> TurnRequest | None:
+    """Resets the environment; returns the first request (None if the reset failed)."""
+    try:
+      task_text, observation = self._env.reset(self._task)
+    except Exception as e:  # A broken task is a scored failure, not a crash of the loop.
+      self._end(traj.ENV_ERROR, f"reset failed: {type(e).__name__}: {e}")
+      return None
+    self.task_text = str(task_text)
+    self._prefix = [self._piece(Message("system", self._system_prompt)),
+                    self._piece(Message("user", self.task_text))]
+    self._observe(str(observation), from_tool=False)
+    return self._request()
+
+  def _truncate(self, room_needed: int) -> None:
+    """Full-context regime: drop the oldest messages until a whole turn fits."""
+    window = self._config.context_window
+    overflow = len(self._context_ids()) + room_needed - window
+    dropped = 0
+    while overflow > 0 and len(self._working) - dropped > 1:
+      overflow -= len(self._working[dropped].ids)
+      dropped += 1
+    if dropped:
+      self._close_segment()
+      self._working = [_Piece(p.message, p.ids, [0] * len(p.ids), [0.0] * len(p.ids))
+                       for p in self._working[dropped:]]
+      self._needs_reset = True
+      self._counts["truncations"] += 1
+
+  def _request(self) -> TurnRequest | None:
+    """Asks for the next turn after the latest observation, if one more token fits."""
+    header = self._renderer.generation_prompt_ids()
+    closing = len(self._renderer.closing_ids([]))  # Completes a turn cut at the window.
+    if self._config.mode == FULL_CONTEXT:
+      self._truncate(len(header) + self._config.max_turn_tokens + closing)
+    full = self._context_ids() + header
+    room = self._config.context_window - len(full) - closing
+    if room < 1:
+      self._working.pop()  # The observation that does not fit: no turn will ever read it.
+      self._end(traj.CONTEXT_OVERFLOW)
+      return None
+    new_ids = full if self._needs_reset else full[self._seen:]
+    request = TurnRequest(self.episode_id, tuple(new_ids), self._needs_reset,
+                          min(self._config.max_turn_tokens, room))
+    self._seen, self._needs_reset = len(full), False
+    return request
+
+  def step(self, turn: Turn, max_new_tokens: int) -> TurnRequest | None:
+    """Applies one sampled turn; returns the next request, or None once the episode ended."""
+    sampled = list(turn.ids)
+    if len(sampled) != len(turn.logprobs) or len(sampled) > max_new_tokens:
+      raise ValueError(f"episode {self.episode_id}: the policy returned {len(sampled)} ids and "
+                       f"{len(turn.logprobs)} logprobs for a turn of at most {max_new_tokens}")
+    working_text = self.working_text()  # Before this turn: anchors must not match it.
+    header = self._renderer.generation_prompt_ids()
+    closing = self._renderer.closing_ids(sampled)
+    self._working.append(_Piece(
+        Message("assistant", self._renderer.assistant_text(sampled)), header + sampled + closing,
+        [0] * len(header) + [1] * len(sampled) + [0] * len(closing),
+        [0.0] * len(header) + [float(x) for x in turn.logprobs] + [0.0] * len(closing)))
+    self._seen += len(sampled)
+    self._counts["generated"] += len(sampled)
+
+    parsed = parse_turn(turn.text)
+    record = StepRecord(self._reported_working, malformed=parsed.malformed)
+    if parsed.call is None:
+      observation = Message("user", f"Format error ({parsed.error}): {parsed.detail}")
+    elif parsed.call.name in MEMORY_TOOLS:
+      observation, compressed = self._run_memory_tool(parsed.call, working_text)
+      record = dataclasses.replace(record, compressed=compressed)
+    else:
+      observation, changed = self._run_tool(parsed.call)
+      redundant = self._tracker.record(parsed.call.signature(), changed)
+      record = dataclasses.replace(record, tool_call=True, redundant=redundant)
+    if parsed.extra_calls:
+      observation = dataclasses.replace(observation, content=(
+          f"{observation.content}\n(Only the first tool call ran; {parsed.extra_calls} more "
+          "were ignored: one call per turn.)"))
+    self.steps.append(record)
+    if not self.done and len(self.steps) >= self._config.max_steps:
+      self._end(traj.MAX_STEPS)
+    if self.done:
+      return None
+    self._observe(observation.content, from_tool=observation.role == "tool")
+    return self._request()
+
+  # Tools.
+
+  def _run_memory_tool(self, call: ToolCall, working_text: str) -> tuple[Message, bool]:
+    if call.name not in self._config.memory_tools:
+      return Message("tool", f"Error: {call.name} is not available in this memory regime; "
+                     f"available tools: {', '.join(self._tool_names)}"), False
+    try:
+      if call.name == COMPRESS:
+        return self._compress(call.arguments, working_text), True
+      content = self.store.read(string_argument(call.arguments, "index", call.name))
+      self._counts["read"] += 1
+      return Message("tool", content), False
+    except (ToolArgumentError, ExperienceStoreError) as e:
+      return Message("tool", f"Error: {e}"), False
+
+  def _compress(self, arguments: Mapping[str, Any], working_text: str) -> Message:
+    plan = plan_compression(arguments, working_text, self.store,
+                            archive=self._config.mode == MEMEX)
+    for block in plan.blocks:
+      self.store.write(block.index, block.content, block.description, step=len(self.steps))
+    summary = build_summary(self._renderer.tokenizer, plan.state, self.store,
+                            self._config.summary_token_budget,
+                            self._config.description_token_budget)
+    self._close_segment()
+    self._working, self._needs_reset = [], True
+    self._counts["compress"] += 1
+    content = summary.render()
+    if plan.ignored_blocks:
+      content += (f"\n({plan.ignored_blocks} db_blocks ignored: this memory regime archives "
+                  "nothing.)")
+    return Message("tool", content)
+
+  def _run_tool(self, call: ToolCall) -> tuple[Message, bool]:
+    """Finish, the environment tool, or an unknown name; returns (observation, changed)."""
+    try:
+      if call.name == FINISH:
+        self.answer = string_argument(call.arguments, "answer", FINISH)
+        self._end(traj.FINISHED)
+        return Message("tool", "Episode finished."), False
+      if call.name == self._config.env_tool:
+        return self._env_step(string_argument(call.arguments, "command", call.name))
+    except ToolArgumentError as e:
+      return Message("tool", f"Error: {e}"), False
+    return Message("tool", f"Error: unknown tool {call.name!r}; available tools: "
+                   f"{', '.join(self._tool_names)}"), False
+
+  def _env_step(self, command: str) -> tuple[Message, bool]:
+    try:
+      observation, done, won, info = self._env.step(command)
+      changed = (bool(info["changed_state"]) if isinstance(info, Mapping) and
+                 "changed_state" in info else bool(self._env.changes_state(command)))
+    except Exception as e:  # The environment's failure ends this episode only.
+      self._end(traj.ENV_ERROR, f"step({command!r}) failed: {type(e).__name__}: {e}")
+      return Message("tool", ""), False
+    self.won = self.won or bool(won)
+    if done:
+      self._end(traj.ENV_DONE)
+    return Message("tool", str(observation)), changed
+
+  # Export.
+
+  def trajectory(self, trajectory_id: int) -> traj.Trajectory:
+    """The finished episode: segments (with at least one sampled token), store, reward."""
+    if not self.done:
+      raise RuntimeError(f"episode {self.episode_id} has not ended")
+    closed = self._segments + ([self._prefix + self._working] if self._prefix else [])
+    closed = [pieces for pieces in closed if any(m for p in pieces for m in p.mask)]
+    reward = shaped_reward(1.0 if self.won else 0.0, self.steps, self._config.threshold,
+                           self._config.reward_weights)
+    working = [s.working_tokens for s in self.steps] or [0]
+    metrics = traj.EpisodeMetrics(
+        success=self.won, steps=len(self.steps), peak_working=max(working),
+        mean_working=float(np.mean(working)),
+        total_tokens=sum(len(p.ids) for pieces in closed for p in pieces),
+        generated_tokens=self._counts["generated"], num_compress=self._counts["compress"],
+        num_read=self._counts["read"], num_truncations=self._counts["truncations"],
+        num_segments=len(closed), num_redundant=reward.num_redundant,
+        num_malformed=reward.num_malformed, num_tool_calls=reward.num_tool_calls,
+        p_context=reward.context, p_redundancy=reward.redundancy, p_format=reward.format,
+        reward=reward.total, finish_reason=self.finish_reason)
+    segments = tuple(
+        traj.Segment(
+            token_ids=np.asarray([i for p in pieces for i in p.ids], np.int32),
+            loss_mask=np.asarray([m for p in pieces for m in p.mask], np.int32),
+            rollout_logprobs=np.asarray([x for p in pieces for x in p.logprobs], np.float32),
+            trajectory_id=trajectory_id, group_id=self.group_id, segment_index=index,
+            messages=tuple(p.message for p in pieces), reward=reward.total, metrics=metrics)
+        for index, pieces in enumerate(closed))
+    return traj.Trajectory(trajectory_id, self.group_id, self.task_text, segments,
+                           self.store.export(), self.answer, reward, metrics, self.error)

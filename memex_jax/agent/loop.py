@@ -1,0 +1,65 @@
+"""The batched agent loop: Algorithm 1 over many episodes at once.
+
+Each round, every live episode asks the policy for its next turn; the policy answers all of
+them in one call (the JAX sampler decodes them as one batch). Memory tools run in-process,
+environment actions through each episode's Env; episodes end independently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from memex_jax.agent.chat import ChatRenderer
+from memex_jax.agent.config import AgentConfig
+from memex_jax.agent.episode import Episode
+from memex_jax.agent.policy import Policy
+from memex_jax.agent.prompts import build_system_prompt
+from memex_jax.agent.trajectory import Trajectory
+from memex_jax.envs.base import Env
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeSpec:
+  """One episode to run.
+
+  Attributes:
+    env: its environment instance (not shared with another live episode).
+    task: what `env.reset` takes.
+    group_id: the prompt group (rollouts of one task share it).
+  """
+
+  env: Env
+  task: Any
+  group_id: int = 0
+
+
+def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRenderer,
+                 config: AgentConfig, first_trajectory_id: int = 0) -> list[Trajectory]:
+  """Runs every episode to its end; returns their trajectories in `specs` order.
+
+  Args:
+    policy: produces the turns; episode i is its `episode_id` i.
+    specs: the episodes.
+    renderer: the ChatML renderer over the policy's tokenizer.
+    config: memory regime, budgets, tools.
+    first_trajectory_id: trajectory ids are first_trajectory_id + i.
+  """
+  system_prompt = build_system_prompt(config.tool_schemas(), config.mode,
+                                      config.env_instructions)
+  episodes = [Episode(i, spec.group_id, spec.env, spec.task, renderer, config, system_prompt)
+              for i, spec in enumerate(specs)]
+  requests = [r for r in (episode.start() for episode in episodes) if r is not None]
+  while requests:
+    turns = policy.generate(requests)
+    if len(turns) != len(requests):
+      raise ValueError(f"the policy returned {len(turns)} turns for {len(requests)} requests")
+    next_requests = []
+    for request, turn in zip(requests, turns):
+      follow_up = episodes[request.episode_id].step(turn, request.max_new_tokens)
+      if follow_up is None:
+        policy.release(request.episode_id)
+      else:
+        next_requests.append(follow_up)
+    requests = next_requests
+  return [episode.trajectory(first_trajectory_id + i) for i, episode in enumerate(episodes)]

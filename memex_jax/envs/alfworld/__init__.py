@@ -1,0 +1,1 @@
+"""ALFWorld on its real engine: game generator, Memex harder wrapper, env pool."""

@@ -1,0 +1,42 @@
+"""ContextStatus: the deterministic line appended after every observation, with warnings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from memex_jax.memory.accounting import ContextUsage
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextStatus:
+  """What the agent is told about its context before each turn.
+
+  Attributes:
+    usage: token counts of the context the status describes (the status line itself excluded).
+    threshold: the working-context budget tau.
+    warn_fraction: warn once the working context reaches this fraction of `threshold`.
+  """
+
+  usage: ContextUsage
+  threshold: int
+  warn_fraction: float = 0.8
+
+  @property
+  def over(self) -> bool:
+    return self.usage.working > self.threshold
+
+  @property
+  def approaching(self) -> bool:
+    return not self.over and self.usage.working >= self.warn_fraction * self.threshold
+
+  def render(self) -> str:
+    line = (f"[Context Status: working={self.usage.working}, total={self.usage.total}, "
+            f"threshold={self.threshold}]")
+    if self.over:
+      line += ("\n[Warning: working > threshold. Call CompressExperience now: archive what you "
+               "will need under new indices and keep a short summary.]")
+    elif self.approaching:
+      percent = round(100 * self.usage.working / self.threshold)
+      line += (f"\n[Warning: working context is at {percent}% of the threshold. Plan a "
+               "CompressExperience soon.]")
+    return line

@@ -1,0 +1,140 @@
+"""One config dataclass for the llama, qwen2 and qwen3 decoder families."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+FAMILIES = ("llama", "qwen2", "qwen3")
+QUANT_MODES = ("none", "int4_qat", "int4_serve")
+ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+  """RoPE frequency scaling, as the HF `rope_scaling` dict describes it.
+
+  Attributes:
+    rope_type: one of ROPE_TYPES.
+    factor: context extension factor (linear, llama3, yarn).
+    low_freq_factor, high_freq_factor: llama3 band edges.
+    original_max_position: pre-extension context length (llama3, yarn).
+    beta_fast, beta_slow: yarn ramp bounds in rotations.
+    attention_factor: yarn logit scale; None means 0.1 * ln(factor) + 1.
+    truncate: yarn rounds the correction range to whole dimensions.
+  """
+
+  rope_type: str = "default"
+  factor: float = 1.0
+  low_freq_factor: float = 1.0
+  high_freq_factor: float = 4.0
+  original_max_position: int = 8192
+  beta_fast: float = 32.0
+  beta_slow: float = 1.0
+  attention_factor: float | None = None
+  truncate: bool = True
+
+  def __post_init__(self):
+    if self.rope_type not in ROPE_TYPES:
+      raise ValueError(f"rope_scaling.rope_type={self.rope_type!r}; expected one of {ROPE_TYPES}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Shape and numerics of a decoder-only transformer.
+
+  Attributes:
+    family: 'llama' (SmolLM2, Llama-3), 'qwen2' (q/k/v biases) or 'qwen3' (q/k RMSNorm).
+    vocab_size: V.
+    num_layers: L, scanned.
+    embed_dim: D.
+    num_heads: H query heads.
+    num_kv_heads: K key/value heads (GQA: H % K == 0).
+    head_dim: Dh.
+    mlp_dim: F, SwiGLU hidden width.
+    rope_theta: RoPE base.
+    rope_scaling: frequency scaling variant, None for plain RoPE.
+    norm_eps: RMSNorm epsilon.
+    tie_embeddings: the LM head reuses the embedding matrix.
+    qkv_bias: q/k/v projections carry a bias (qwen2).
+    qk_norm: per-head RMSNorm on q and k before RoPE (qwen3).
+    max_position: the model's context window.
+    dtype: activation/compute dtype name ('float32', 'bfloat16').
+    param_dtype: parameter storage dtype name.
+    quant: 'none', 'int4_qat' (AQT int4 weights in the forward, float grads) or
+      'int4_serve' (stored int4 values + per-channel scales, for the sampler).
+    remat: rematerialise each layer in the backward pass.
+  """
+
+  family: str
+  vocab_size: int
+  num_layers: int
+  embed_dim: int
+  num_heads: int
+  num_kv_heads: int
+  head_dim: int
+  mlp_dim: int
+  rope_theta: float = 10000.0
+  rope_scaling: RopeScaling | None = None
+  norm_eps: float = 1e-5
+  tie_embeddings: bool = False
+  qkv_bias: bool = False
+  qk_norm: bool = False
+  max_position: int = 8192
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+  quant: str = "none"
+  remat: bool = False
+
+  def __post_init__(self):
+    if self.family not in FAMILIES:
+      raise ValueError(f"unknown architecture family {self.family!r}; expected one of {FAMILIES}")
+    if self.quant not in QUANT_MODES:
+      raise ValueError(f"quant={self.quant!r}; expected one of {QUANT_MODES}")
+    if self.num_heads % self.num_kv_heads:
+      raise ValueError(
+          f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+
+  def replace(self, **changes: Any) -> "ModelConfig":
+    return dataclasses.replace(self, **changes)
+
+  @property
+  def num_params(self) -> int:
+    """All parameters, the LM head counted once when tied."""
+    d, h, k, dh, f = self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim, self.mlp_dim
+    attn = d * h * dh * 2 + d * k * dh * 2
+    if self.qkv_bias:
+      attn += (h + 2 * k) * dh
+    if self.qk_norm:
+      attn += 2 * dh
+    per_layer = attn + 3 * d * f + 2 * d
+    head = 0 if self.tie_embeddings else d * self.vocab_size
+    return self.num_layers * per_layer + self.vocab_size * d + d + head
+
+
+def smollm2_135m(**overrides: Any) -> ModelConfig:
+  """SmolLM2-135M(-Instruct): llama family, 30 layers, tied head, 8K window."""
+  cfg = ModelConfig(
+      family="llama", vocab_size=49152, num_layers=30, embed_dim=576, num_heads=9,
+      num_kv_heads=3, head_dim=64, mlp_dim=1536, rope_theta=100000.0, norm_eps=1e-5,
+      tie_embeddings=True, max_position=8192)
+  return cfg.replace(**overrides)
+
+
+def qwen2_5_0_5b(**overrides: Any) -> ModelConfig:
+  """Qwen2.5-0.5B shapes (the benchmark model; random init)."""
+  cfg = ModelConfig(
+      family="qwen2", vocab_size=151936, num_layers=24, embed_dim=896, num_heads=14,
+      num_kv_heads=2, head_dim=64, mlp_dim=4864, rope_theta=1000000.0, norm_eps=1e-6,
+      tie_embeddings=True, qkv_bias=True, max_position=32768)
+  return cfg.replace(**overrides)
+
+
+def tiny(family: str = "llama", **overrides: Any) -> ModelConfig:
+  """A few-thousand-parameter model of any family, for tests."""
+  cfg = ModelConfig(
+      family=family, vocab_size=256, num_layers=2, embed_dim=64, num_heads=4, num_kv_heads=2,
+      head_dim=16, mlp_dim=128, rope_theta=10000.0, norm_eps=1e-6,
+      tie_embeddings=family == "llama", qkv_bias=family == "qwen2", qk_norm=family == "qwen3",
+      max_position=512)
+  return cfg.replace(**overrides)

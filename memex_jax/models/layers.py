@@ -1,0 +1,123 @@
+"""Decoder building blocks: RMSNorm, projections (float / int4 QAT / int4 serving), attention, MLP.
+
+Every parameter carries logical axis names, so sharding is declared by rules, never written here.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from memex_jax.models import quant
+from memex_jax.models import rope
+from memex_jax.models.config import ModelConfig
+
+Array = jax.Array
+_INIT = nn.initializers.normal(stddev=0.02)
+
+
+class RMSNorm(nn.Module):
+  """x * rsqrt(mean(x^2) + eps) * scale, computed in float32."""
+
+  eps: float
+  axis_name: str = "embed"
+  param_dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, (self.axis_name,)),
+                       (x.shape[-1],), self.param_dtype)
+    x32 = x.astype(jnp.float32)
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+    return (normed * scale.astype(jnp.float32)).astype(x.dtype)
+
+
+class Projection(nn.Module):
+  """y [.., Out] = x [.., In] @ kernel [In, Out] (+ bias) in one of the three quant modes."""
+
+  features: int
+  axes: tuple[str, str]
+  quant: str = "none"
+  use_bias: bool = False
+  dtype: jnp.dtype = jnp.float32
+  param_dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    shape = (x.shape[-1], self.features)
+    x = x.astype(self.dtype)
+    if self.quant == "int4_serve":
+      values = self.param("kernel_int4", nn.with_logical_partitioning(nn.initializers.zeros, self.axes),
+                          shape, jnp.int4)
+      scale = self.param("kernel_scale",
+                         nn.with_logical_partitioning(nn.initializers.ones, (None, self.axes[1])),
+                         (1, self.features), jnp.float32)
+      y = jnp.dot(x, values.astype(self.dtype)) * scale[0].astype(self.dtype)
+    else:
+      kernel = self.param("kernel", nn.with_logical_partitioning(_INIT, self.axes), shape,
+                          self.param_dtype).astype(self.dtype)
+      dims = (((x.ndim - 1,), (0,)), ((), ()))
+      if self.quant == "int4_qat":
+        y = quant.qat_dot_general()(x, kernel, dims, None)
+      else:
+        y = jax.lax.dot_general(x, kernel, dims)
+    if self.use_bias:
+      bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, self.axes[1:]),
+                        (self.features,), self.param_dtype)
+      y = y + bias.astype(self.dtype)
+    return y
+
+
+class Attention(nn.Module):
+  """Grouped-query self-attention with RoPE, optional q/k norm and an optional KV cache."""
+
+  cfg: ModelConfig
+
+  def _proj(self, features: int, axes: tuple[str, str], name: str, bias: bool = False) -> Projection:
+    c = self.cfg
+    return Projection(features, axes, c.quant, bias, jnp.dtype(c.dtype), jnp.dtype(c.param_dtype),
+                      name=name)
+
+  @nn.compact
+  def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
+               cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
+    """x [B T D], cos/sin [B T Dh], mask [B 1 T S] bool, positions [B T], cache ([B S K Dh] x 2)."""
+    c = self.cfg
+    b, t, _ = x.shape
+    q = self._proj(c.num_heads * c.head_dim, ("embed", "q_heads"), "q_proj", c.qkv_bias)(x)
+    k = self._proj(c.num_kv_heads * c.head_dim, ("embed", "kv_heads"), "k_proj", c.qkv_bias)(x)
+    v = self._proj(c.num_kv_heads * c.head_dim, ("embed", "kv_heads"), "v_proj", c.qkv_bias)(x)
+    q = q.reshape(b, t, c.num_heads, c.head_dim)  # B T H Dh
+    k = k.reshape(b, t, c.num_kv_heads, c.head_dim)  # B T K Dh
+    v = v.reshape(b, t, c.num_kv_heads, c.head_dim)  # B T K Dh
+    if c.qk_norm:
+      q = RMSNorm(c.norm_eps, "head_dim", jnp.dtype(c.param_dtype), name="q_norm")(q)
+      k = RMSNorm(c.norm_eps, "head_dim", jnp.dtype(c.param_dtype), name="k_norm")(k)
+    q = rope.apply_rotary(q, cos, sin)
+    k = rope.apply_rotary(k, cos, sin)
+    q = nn.with_logical_constraint(q, ("batch", "length", "heads", "head_dim"))
+    if cache is not None:
+      # Each row writes its new keys at its own absolute positions (slot index == position).
+      rows = jnp.arange(b)[:, None]
+      k = cache[0].at[rows, positions].set(k.astype(cache[0].dtype))  # B S K Dh
+      v = cache[1].at[rows, positions].set(v.astype(cache[1].dtype))  # B S K Dh
+      cache = (k, v)
+    out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask=mask)  # B T H Dh
+    out = out.reshape(b, t, c.num_heads * c.head_dim)
+    return self._proj(c.embed_dim, ("q_heads", "embed"), "o_proj")(out), cache
+
+
+class MLP(nn.Module):
+  """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    c = self.cfg
+    dt, pdt = jnp.dtype(c.dtype), jnp.dtype(c.param_dtype)
+    gate = Projection(c.mlp_dim, ("embed", "mlp"), c.quant, False, dt, pdt, name="gate_proj")(x)
+    up = Projection(c.mlp_dim, ("embed", "mlp"), c.quant, False, dt, pdt, name="up_proj")(x)
+    h = nn.with_logical_constraint(jax.nn.silu(gate) * up, ("batch", "length", "mlp"))  # B T F
+    return Projection(c.embed_dim, ("mlp", "embed"), c.quant, False, dt, pdt, name="down_proj")(h)

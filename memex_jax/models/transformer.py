@@ -1,0 +1,121 @@
+"""A functional decoder-only transformer for the llama, qwen2 and qwen3 families.
+
+`Transformer(cfg).apply({'params': params}, tokens, positions, cache)` is pure: the KV cache
+goes in and comes out. Layers are scanned (`nn.scan`), so every per-layer parameter has a
+leading `layers` axis and a deep model compiles as fast as a one-layer one.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from memex_jax.models import layers
+from memex_jax.models import rope
+from memex_jax.models.config import ModelConfig
+
+Array = jax.Array
+KVCache = dict[str, Array]  # {'k': [L B S K Dh], 'v': [L B S K Dh]}
+
+
+def init_cache(cfg: ModelConfig, batch: int, length: int, dtype: str | None = None) -> KVCache:
+  """An empty KV cache of `length` slots per row; slot s holds the token at position s."""
+  shape = (cfg.num_layers, batch, length, cfg.num_kv_heads, cfg.head_dim)
+  dt = jnp.dtype(dtype or cfg.dtype)
+  return {"k": jnp.zeros(shape, dt), "v": jnp.zeros(shape, dt)}
+
+
+def attention_mask(positions: Array, segment_ids: Array | None, cache_length: int | None) -> Array:
+  """Which keys each query may see: [B 1 T S] bool.
+
+  With a cache, keys are cache slots and a query at position p sees slots 0..p (stale slots past
+  p are hidden). Without one, keys are the T inputs: causal in index order and, for packed
+  sequences, only within the query's own segment.
+  """
+  if cache_length is not None:
+    visible = jnp.arange(cache_length)[None, None, :] <= positions[:, :, None]  # B T S
+  else:
+    t = positions.shape[1]
+    visible = jnp.tril(jnp.ones((t, t), bool))[None]  # 1 T T
+    if segment_ids is not None:
+      visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])  # B T T
+  return visible[:, None]
+
+
+class DecoderLayer(nn.Module):
+  """Pre-norm attention + SwiGLU block; the scan carry is the residual stream."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
+               cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
+    c = self.cfg
+    pdt = jnp.dtype(c.param_dtype)
+    h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="attn_norm")(x)
+    h, cache = layers.Attention(c, name="attn")(h, cos, sin, mask, positions, cache)
+    x = x + h
+    h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="mlp_norm")(x)
+    x = x + layers.MLP(c, name="mlp")(h)
+    return nn.with_logical_constraint(x, ("batch", "length", "embed")), cache
+
+
+def head_kernel(params: dict, cfg: ModelConfig) -> Array:
+  """The LM head as a [D V] matrix (the embedding's transpose when tied)."""
+  if cfg.tie_embeddings:
+    return params["embed"]["embedding"].T
+  return params["lm_head"]["kernel"]
+
+
+def logits_from_hidden(hidden: Array, kernel: Array) -> Array:
+  """hidden [.. D] @ kernel [D V] -> float32 logits [.. V]."""
+  return jnp.dot(hidden, kernel.astype(hidden.dtype), preferred_element_type=jnp.float32)
+
+
+class Transformer(nn.Module):
+  """Decoder-only LM: tokens [B T], positions [B T] -> logits [B T V] (or hidden [B T D])."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, tokens: Array, positions: Array, cache: KVCache | None = None,
+               segment_ids: Array | None = None,
+               return_hidden: bool = False) -> tuple[Array, KVCache | None]:
+    c = self.cfg
+    dt, pdt = jnp.dtype(c.dtype), jnp.dtype(c.param_dtype)
+    embed = nn.Embed(c.vocab_size, c.embed_dim, dtype=dt, param_dtype=pdt, name="embed",
+                     embedding_init=nn.with_logical_partitioning(
+                         nn.initializers.normal(0.02), ("vocab", "embed")))
+    x = nn.with_logical_constraint(embed(tokens), ("batch", "length", "embed"))  # B T D
+    inv_freq, attention_factor = rope.inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling)
+    cos, sin = rope.rotary_tables(positions, inv_freq, attention_factor)  # B T Dh
+    cache_length = None if cache is None else cache["k"].shape[2]
+    mask = attention_mask(positions, segment_ids, cache_length)
+
+    layer = DecoderLayer
+    if c.remat:
+      layer = nn.remat(layer, prevent_cse=False,
+                       policy=jax.checkpoint_policies.nothing_saveable)
+    scanned = nn.scan(
+        layer, variable_axes={"params": 0}, split_rngs={"params": True},
+        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast,
+                 nn.broadcast if cache is None else 0),
+        length=c.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
+    layer_cache = None if cache is None else (cache["k"], cache["v"])
+    x, layer_cache = scanned(c, name="layers")(x, cos, sin, mask, positions, layer_cache)
+    new_cache = None if cache is None else {"k": layer_cache[0], "v": layer_cache[1]}
+    x = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="final_norm")(x)
+    if return_hidden:
+      return x, new_cache
+    if c.tie_embeddings:
+      logits = logits_from_hidden(x, embed.embedding.T)
+    else:
+      logits = nn.Dense(c.vocab_size, use_bias=False, dtype=dt, param_dtype=pdt, name="lm_head",
+                        dot_general=functools.partial(jax.lax.dot_general,
+                                                      preferred_element_type=jnp.float32),
+                        kernel_init=nn.with_logical_partitioning(
+                            nn.initializers.normal(0.02), ("embed", "vocab")))(x)
+    return nn.with_logical_constraint(logits, ("batch", "length", "vocab")), new_cache

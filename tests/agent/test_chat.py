@@ -1,0 +1,59 @@
+"""The ChatML tool format rendered to ids with the real SmolLM2 tokenizer."""
+
+import json
+
+import pytest
+
+from memex_jax.agent import ChatRenderer, Message, tools_block
+from memex_jax.memory import finish_schema, read_schema
+from memex_jax.tokenizers import Tokenizer
+
+
+def test_chatml_markers_are_single_special_tokens(renderer, smollm2_tokenizer):
+  assert renderer.start_id == smollm2_tokenizer.token_to_id("<|im_start|>")
+  assert renderer.end_id == smollm2_tokenizer.token_to_id("<|im_end|>")
+  assert renderer.header_ids("tool") == renderer.header_ids("user")
+
+
+def test_conversation_ids_and_loss_mask(renderer, smollm2_tokenizer):
+  messages = [Message("system", "sys"), Message("user", "task"),
+              Message("assistant", 'go <tool_call>{"name": "x", "arguments": {}}</tool_call>'),
+              Message("tool", "You see a door.")]
+  rendered = renderer.render(messages)
+  text = smollm2_tokenizer.decode(rendered.ids)
+  assert text == ("<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\ntask<|im_end|>\n"
+                  "<|im_start|>assistant\n" + messages[2].content + "<|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\nYou see a door.\n</tool_response>"
+                  "<|im_end|>\n")
+  trained = [i for i, m in zip(rendered.ids, rendered.loss_mask) if m]
+  assert trained == smollm2_tokenizer.encode(messages[2].content) + [renderer.end_id]
+  assert len(rendered.loss_mask) == len(rendered.ids)
+
+
+def test_closing_ids_complete_a_cut_turn(renderer):
+  assert renderer.closing_ids([5, renderer.end_id]) == renderer.newline_ids
+  assert renderer.closing_ids([5]) == [renderer.end_id] + renderer.newline_ids
+  assert renderer.assistant_text(renderer.tokenizer.encode("hi") + [renderer.end_id]) == "hi"
+
+
+def test_assistant_messages_are_not_rendered_alone(renderer):
+  with pytest.raises(ValueError, match="assistant messages"):
+    renderer.message_ids(Message("assistant", "x"))
+  with pytest.raises(ValueError, match="Message.role"):
+    Message("function", "x")
+
+
+def test_tools_block_holds_one_schema_per_line():
+  block = tools_block([read_schema(), finish_schema()])
+  lines = block.splitlines()
+  assert lines[0] == "<tools>" and lines[-1] == "</tools>"
+  assert [json.loads(line)["function"]["name"] for line in lines[1:-1]] == [
+      "ReadExperience", "Finish"]
+
+
+def test_a_tokenizer_without_chatml_tokens_is_refused():
+  import mistral_common  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  model = pathlib.Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1"
+  with pytest.raises(ValueError, match="not one special token"):
+    ChatRenderer(Tokenizer.load(model))

