@@ -17,3 +17,11 @@ def smollm2_tokenizer():
   from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
   from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
   return Tokenizer.from_gguf(smollm2_gguf_path())
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+  """(ModelConfig, float32 params) of SmolLM2-135M-Instruct, dequantized from its GGUF once."""
+  from memex_jax.models import gguf_io  # pylint: disable=g-import-not-at-top
+  from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
+  return gguf_io.load_gguf(smollm2_gguf_path())

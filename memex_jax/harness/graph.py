@@ -176,7 +176,7 @@ def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.nd
                       count: np.ndarray | None = None, alive: np.ndarray | None = None,
                       kind: np.ndarray | None = None, inserted_at: np.ndarray | None = None,
                       num_retrievals: int = 0, num_insertions: int | None = None,
-                      num_duplicates: int = 0) -> GraphState:
+                      num_duplicates: int = 0, normalize: bool = True) -> GraphState:
   """Builds a state from whole arrays at once (loading, synthetic benchmark graphs).
 
   Args:
@@ -187,6 +187,8 @@ def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.nd
     utility, count, alive, kind, inserted_at: [n] per-node values (defaults: initial utility,
       0, all alive, skill, row order as if inserted one by one).
     num_retrievals, num_insertions, num_duplicates: the counters (insertions default to n).
+    normalize: L2-normalise the live rows; False keeps them bit for bit (loading a saved
+      graph) after checking they are unit norm.
   """
   embedding = np.asarray(embedding, np.float32)
   n = embedding.shape[0]
@@ -210,7 +212,10 @@ def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.nd
   alive = filled(alive, True, bool)
   if senders.size and not (alive[senders].all() and alive[receivers].all()):
     raise ValueError("an edge touches a node that is not alive")
-  nodes.embedding[:n][alive[:n]] = _normalized(embedding[alive[:n]])
+  live_rows = embedding[alive[:n]]
+  if not normalize and not np.allclose(np.linalg.norm(live_rows, axis=-1), 1.0, atol=1e-4):
+    raise ValueError("embeddings of live nodes must have unit norm")
+  nodes.embedding[:n][alive[:n]] = _normalized(live_rows) if normalize else live_rows
   nodes = nodes.replace(
       utility=filled(utility, config.initial_utility, np.float32),
       count=filled(count, 0, np.int32), alive=alive, kind=filled(kind, 0, np.int8),

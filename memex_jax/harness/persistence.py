@@ -119,7 +119,7 @@ def load(path: str | os.PathLike[str], embedding_model: str) -> experience.Exper
         kind=arrays["kind"], inserted_at=arrays["inserted_at"],
         num_retrievals=int(arrays["num_retrievals"]),
         num_insertions=int(arrays["num_insertions"]),
-        num_duplicates=int(arrays["num_duplicates"]))
+        num_duplicates=int(arrays["num_duplicates"]), normalize=False)
     return experience.ExperienceGraph(config, embedding_model, state=state, units=units)
   except (KeyError, TypeError, ValueError) as error:
     raise GraphFileError(f"{path}: inconsistent experience graph: {error}") from error

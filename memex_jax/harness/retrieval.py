@@ -139,7 +139,8 @@ def retrieve(state: graph_lib.GraphState, queries: jax.Array, restart_control: j
   num_rows = nodes.alive.shape[0]
   if max(config.num_seeds, config.top_k) > num_rows - 1:
     raise ValueError(f"graph capacity {num_rows - 1} is below num_seeds/top_k of {config}")
-  queries = queries / jnp.linalg.norm(queries, axis=-1, keepdims=True)
+  # A zero query (no text) would give NaN similarities: it gets all-zero ones instead.
+  queries = queries / jnp.maximum(jnp.linalg.norm(queries, axis=-1, keepdims=True), 1e-12)
   similarity = queries @ nodes.embedding.T  # B N+1
   similarity = jnp.where(nodes.alive, similarity, -jnp.inf)
   batch = jnp.arange(queries.shape[0])[:, None]
@@ -175,7 +176,10 @@ def retrieve(state: graph_lib.GraphState, queries: jax.Array, restart_control: j
   score = jnp.where(candidate_valid, score, -jnp.inf)
   # With fewer candidates than K (seeds only, m < K) pad the choice to K invalid entries.
   shortfall = max(config.top_k - candidates.shape[-1], 0)
-  pad = lambda x, fill: jnp.pad(x, ((0, 0), (0, shortfall)), constant_values=fill)
+
+  def pad(x, fill):
+    return jnp.pad(x, ((0, 0), (0, shortfall)), constant_values=fill)
+
   score, candidates = pad(score, -jnp.inf), pad(candidates, 0)
   candidate_sims = pad(candidate_sims, -jnp.inf)
   top_scores, picked, valid = _top(score, config.top_k)

@@ -117,6 +117,10 @@ def test_mismatched_config_and_tensors_are_named(tiny_dir, tmp_path):
     (tmp_path / bert.CONFIG_FILE).write_text(json.dumps(config))
     save_file(weights, str(tmp_path / bert.SAFETENSORS_FILE))
 
+  write(hf_cfg, tensors)
+  (tmp_path / bert.CONFIG_FILE).write_text("{")
+  with pytest.raises(ValueError, match=r"config\.json: not valid JSON"):
+    bert.load_bert(tmp_path)
   write({k: v for k, v in hf_cfg.items() if k != "num_attention_heads"}, tensors)
   with pytest.raises(ValueError, match=r"config\.json.*num_attention_heads"):
     bert.load_bert(tmp_path)

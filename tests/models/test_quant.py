@@ -4,8 +4,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import pytest
 
 from memex_jax.models import config as config_lib
+from memex_jax.models import logprobs as logprobs_lib
 from memex_jax.models import quant
 from memex_jax.models import transformer
 
@@ -67,3 +70,52 @@ def test_qat_gradients_are_float_and_nonzero():
   grads = jax.jit(jax.grad(loss))(params)
   g = grads["layers"]["attn"]["q_proj"]["kernel"]
   assert g.dtype == jnp.float32 and float(jnp.abs(g).sum()) > 0
+
+
+ZEN = ("Beautiful is better than ugly. Explicit is better than implicit. Simple is better than "
+       "complex. Complex is better than complicated. Flat is better than nested. Sparse is better "
+       "than dense. Readability counts.")
+
+
+@pytest.mark.slow
+def test_qat_adamw_steps_reduce_loss_on_real_text(smollm2, smollm2_tokenizer):
+  cfg, params = smollm2
+  ids = smollm2_tokenizer.encode(ZEN)
+  tokens = jnp.asarray([ids], jnp.int32)
+  positions = jnp.arange(len(ids), dtype=jnp.int32)[None]
+  qat_cfg = cfg.replace(quant="int4_qat")
+
+  def loss_fn(p):
+    return -jnp.mean(logprobs_lib.sequence_logprobs(qat_cfg, p, tokens, positions)[:, 1:])
+
+  opt = optax.adamw(1e-4, weight_decay=0.1)
+
+  @jax.jit
+  def step(p, state):
+    loss, grads = jax.value_and_grad(loss_fn)(p)
+    updates, state = opt.update(grads, state, p)
+    return optax.apply_updates(p, updates), state, loss
+
+  state = opt.init(params)
+  p, losses = params, []
+  for _ in range(4):
+    p, state, loss = step(p, state)
+    losses.append(float(loss))
+  assert losses[-1] < losses[0] - 0.1, losses
+
+
+def test_int4_vs_float_next_token_kl(smollm2, smollm2_tokenizer):
+  """KL(float || int4) of SmolLM2's next-token distributions on a fixed prompt set."""
+  cfg, params = smollm2
+  prompts = ["The capital of France is", "def fibonacci(n):\n    ", "To make tea, first",
+             "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"]
+  kls = []
+  for text in prompts:
+    ids = jnp.asarray([smollm2_tokenizer.encode(text)], jnp.int32)
+    pos = jnp.arange(ids.shape[1], dtype=jnp.int32)[None]
+    f = jax.nn.log_softmax(_forward(cfg, params, ids, pos))
+    q = jax.nn.log_softmax(_forward(cfg.replace(quant="int4_qat"), params, ids, pos))
+    kls.append(float(jnp.mean(jnp.sum(jnp.exp(f) * (f - q), axis=-1))))
+  mean_kl = float(np.mean(kls))
+  print(f"KL(float || int4) per prompt {np.round(kls, 4).tolist()} mean {mean_kl:.4f} nats")
+  assert 0.0 < mean_kl < 2.0

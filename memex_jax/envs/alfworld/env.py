@@ -16,6 +16,7 @@ import textworld
 from textworld.envs import PddlEnv
 
 from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld import translation
 
 LOOK = "look"
 LOOK_UNAVAILABLE = "look is no longer available: it can be used once per episode."
@@ -79,6 +80,7 @@ class AlfWorldEnv:
 
   def __init__(self, config: AlfWorldConfig = AlfWorldConfig()):
     self.config = config
+    translation.install()
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     engine = alfred_tw_env.AlfredInfos(alfred_tw_env.AlfredDemangler(PddlEnv(infos),
                                                                       shuffle=False))

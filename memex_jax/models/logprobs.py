@@ -1,0 +1,71 @@
+"""Teacher-forced token log-probabilities, computed in sequence chunks.
+
+The fp32 logits of a long batch are the largest tensor of a training step (16k tokens x 152k
+vocab is ~10 GB), so logits are formed one chunk at a time and rematerialised in the backward.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
+
+Array = jax.Array
+
+
+def chunked_logprobs(hidden: Array, kernel: Array, targets: Array, temperature: float = 1.0,
+                     chunk_size: int = 512) -> tuple[Array, Array]:
+  """log_softmax(hidden @ kernel / temperature)[targets] and the entropy, chunk by chunk.
+
+  Args:
+    hidden: [B T D] final hidden states.
+    kernel: [D V] LM head.
+    targets: [B T] int32 ids whose log-probabilities are wanted.
+    temperature: logits are divided by it (the sampler uses the same definition).
+    chunk_size: tokens of T per chunk; T is padded up to a multiple of it.
+
+  Returns:
+    (logprobs [B T] float32, entropy [B T] float32).
+  """
+  b, t, d = hidden.shape
+  chunk = min(chunk_size, t)
+  pad = (-t) % chunk
+  hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
+  targets = jnp.pad(targets, ((0, 0), (0, pad)))
+  n = hidden.shape[1] // chunk
+  hidden = hidden.reshape(b, n, chunk, d).swapaxes(0, 1)  # N B C D
+  targets = targets.reshape(b, n, chunk).swapaxes(0, 1)  # N B C
+
+  @jax.checkpoint
+  def one_chunk(h, y):
+    logits = transformer.logits_from_hidden(h, kernel) / temperature  # B C V
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    chosen = jnp.take_along_axis(logp, y[..., None], axis=-1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+    return chosen, entropy
+
+  chosen, entropy = jax.lax.map(lambda xs: one_chunk(*xs), (hidden, targets))  # N B C
+  chosen = chosen.swapaxes(0, 1).reshape(b, -1)[:, :t]
+  entropy = entropy.swapaxes(0, 1).reshape(b, -1)[:, :t]
+  return chosen, entropy
+
+
+def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: Array,
+                      segment_ids: Array | None = None, temperature: float = 1.0,
+                      chunk_size: int = 512) -> Array:
+  """logprobs [B T] of tokens[:, t] given tokens[:, :t]; entry 0 of each row is 0.
+
+  With segment ids, the first token of each packed segment also gets 0 (nothing precedes it).
+  """
+  model = transformer.Transformer(cfg)
+  hidden, _ = model.apply({"params": params}, tokens, positions, segment_ids=segment_ids,
+                          return_hidden=True)  # B T D
+  kernel = transformer.head_kernel(params, cfg)
+  logp, _ = chunked_logprobs(hidden[:, :-1], kernel, tokens[:, 1:], temperature, chunk_size)
+  logp = jnp.pad(logp, ((0, 0), (1, 0)))
+  if segment_ids is not None:
+    starts = jnp.pad(segment_ids[:, 1:] != segment_ids[:, :-1], ((0, 0), (1, 0)))
+    logp = jnp.where(starts, 0.0, logp)
+  return logp

@@ -1,0 +1,121 @@
+"""The whole batched generation (prefill + decode loop) as one pure, jittable function."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
+from memex_jax.sampling import stops as stops_lib
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeOutput:
+  """Result of one generate call.
+
+  Attributes:
+    cache: the updated KV cache.
+    tokens: [B N] int32 sampled ids (valid up to `num_tokens`).
+    logprobs: [B N] float32 log_softmax(logits / temperature) of each sampled id, before top-p.
+    num_tokens: [B] int32 sampled per row.
+  """
+
+  cache: transformer.KVCache
+  tokens: Array
+  logprobs: Array
+  num_tokens: Array
+
+
+jax.tree_util.register_dataclass(DecodeOutput, data_fields=["cache", "tokens", "logprobs", "num_tokens"],
+                                 meta_fields=[])
+
+
+def sample_token(logits: Array, rng: Array, temperature: Array, top_p: Array) -> tuple[Array, Array]:
+  """logits [B V] -> (ids [B], logprobs [B]); temperature <= 0 means greedy.
+
+  The returned logprob is log_softmax(logits / T)[id] before the top-p cut (T = 1 when greedy),
+  the same definition the learner uses.
+  """
+  greedy = temperature <= 0
+  t = jnp.where(greedy, 1.0, temperature)
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32) / t, axis=-1)  # B V
+  order = jnp.argsort(-logp, axis=-1)
+  sorted_logp = jnp.take_along_axis(logp, order, axis=-1)
+  mass_before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
+  keep_sorted = mass_before < top_p  # always keeps the top token
+  keep = jnp.zeros_like(keep_sorted).at[jnp.arange(logp.shape[0])[:, None], order].set(keep_sorted)
+  sampled = jax.random.categorical(rng, jnp.where(keep, logp, -jnp.inf), axis=-1)
+  ids = jnp.where(greedy, jnp.argmax(logp, axis=-1), sampled).astype(jnp.int32)
+  return ids, jnp.take_along_axis(logp, ids[:, None], axis=-1)[:, 0]
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
+def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: stops_lib.StopTable,
+             prompt: Array, start: Array, prompt_length: Array, max_tokens: Array, rng: Array,
+             temperature: Array, top_p: Array, max_new_tokens: int) -> DecodeOutput:
+  """Prefills each row's new ids into its cache slots, then decodes until every row stops.
+
+  Args:
+    cfg: model config (static).
+    params: model params (float, QAT-shaped or int4 serving, matching cfg.quant).
+    cache: KV cache {'k','v': [L B S K Dh]}; row b holds its context at slots 0..start[b]-1.
+    table: stop strings and eos ids.
+    prompt: [B P] int32 new ids per row, right-padded.
+    start: [B] int32 position of prompt[:, 0] (the row's current context length).
+    prompt_length: [B] int32 real ids in `prompt`; 0 marks an idle row (nothing sampled).
+    max_tokens: [B] int32 per-row cap on sampled ids (<= max_new_tokens).
+    rng: PRNG key.
+    temperature, top_p: scalars.
+    max_new_tokens: static length N of the output buffers.
+  """
+  model = transformer.Transformer(cfg)
+  b, p = prompt.shape
+  positions = start[:, None] + jnp.arange(p, dtype=jnp.int32)[None]  # B P
+  hidden, cache = model.apply({"params": params}, prompt, positions, cache, return_hidden=True)
+  last = jnp.take_along_axis(hidden, jnp.maximum(prompt_length - 1, 0)[:, None, None], axis=1)[:, 0]
+  kernel = transformer.head_kernel(params, cfg)
+  logits = transformer.logits_from_hidden(last, kernel)  # B V
+
+  state = dict(
+      cache=cache, logits=logits, rng=rng,
+      position=start + prompt_length,  # where the next fed token is written
+      done=(prompt_length == 0) | (max_tokens <= 0),
+      count=jnp.zeros((b,), jnp.int32),
+      tokens=jnp.zeros((b, max_new_tokens), jnp.int32),
+      logprobs=jnp.zeros((b, max_new_tokens), jnp.float32),
+      window=stops_lib.empty_window(table, b),
+      step=jnp.zeros((), jnp.int32))
+
+  def keep_going(s):
+    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
+
+  def body(s):
+    rng, key = jax.random.split(s["rng"])
+    ids, logp = sample_token(s["logits"], key, temperature, top_p)
+    active = ~s["done"]
+    tokens = s["tokens"].at[:, s["step"]].set(jnp.where(active, ids, 0))
+    logprobs = s["logprobs"].at[:, s["step"]].set(jnp.where(active, logp, 0.0))
+    count = s["count"] + active
+    window, hit = stops_lib.push_and_match(table, s["window"], ids)
+    done = s["done"] | (active & (hit | (count >= max_tokens)))
+    # A row's last sampled id is not fed: the next turn's prefill writes it.
+    fed = active & ~done
+
+    def feed(cache):
+      out, cache = model.apply({"params": params}, ids[:, None], s["position"][:, None], cache,
+                               return_hidden=True)
+      return transformer.logits_from_hidden(out[:, 0], kernel), cache
+
+    logits, cache = jax.lax.cond(jnp.all(done), lambda c: (s["logits"], c), feed, s["cache"])
+    return dict(cache=cache, logits=logits, rng=rng, position=s["position"] + fed, done=done,
+                count=count, tokens=tokens, logprobs=logprobs, window=window, step=s["step"] + 1)
+
+  s = jax.lax.while_loop(keep_going, body, state)
+  return DecodeOutput(cache=s["cache"], tokens=s["tokens"], logprobs=s["logprobs"],
+                      num_tokens=s["count"])

@@ -1,0 +1,163 @@
+"""Multi-turn batched sampling with persistent KV slots (the JAX implementation of `Policy`).
+
+Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
+that arrived since the episode's last turn and decodes; the history is never re-prefilled. When
+an episode's context is reset (after a compression), its slot keeps the longest cached prefix
+the new context shares (the [system, task] head) and prefills the rest. Finished episodes free
+their slot for waiting ones, so batches never shrink.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memex_jax.agent.policy import Turn, TurnRequest
+from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
+from memex_jax.sampling import decode
+from memex_jax.sampling import stops as stops_lib
+from memex_jax.tokenizers import Tokenizer
+
+DEFAULT_STOPS = ("</tool_call>", "<|im_end|>")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerConfig:
+  """How the sampler decodes.
+
+  Attributes:
+    num_slots: KV-cache rows, i.e. episodes decoded at once.
+    cache_length: slots per row (the context window served).
+    temperature: 0 for greedy; logprobs are log_softmax(logits / temperature).
+    top_p: nucleus mass kept when sampling.
+    stop_strings: a row stops on the token completing any of these.
+    prompt_bucket: prefill lengths are padded up to a multiple of this (few compiles).
+    new_tokens_bucket: output buffers are padded up to a multiple of this.
+    seed: PRNG seed of the sampler's own stream.
+  """
+
+  num_slots: int = 8
+  cache_length: int = 8192
+  temperature: float = 1.0
+  top_p: float = 1.0
+  stop_strings: tuple[str, ...] = DEFAULT_STOPS
+  prompt_bucket: int = 64
+  new_tokens_bucket: int = 64
+  seed: int = 0
+
+
+def _bucket(n: int, size: int) -> int:
+  return max(size, -(-n // size) * size)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+  n = min(len(a), len(b))
+  i = 0
+  while i < n and a[i] == b[i]:
+    i += 1
+  return i
+
+
+@dataclasses.dataclass
+class _Slot:
+  cached: list[int] = dataclasses.field(default_factory=list)  # ids whose K/V sit in the cache
+  pending: list[int] = dataclasses.field(default_factory=list)  # sampled last, not yet cached
+  episode: int | None = None
+
+
+class Sampler:
+  """Implements `memex_jax.agent.policy.Policy` with the JAX model."""
+
+  def __init__(self, model_cfg: ModelConfig, params: dict, tokenizer: Tokenizer,
+               config: SamplerConfig = SamplerConfig()):
+    self.model_cfg, self.params, self.tokenizer, self.config = model_cfg, params, tokenizer, config
+    tokenizer.check_matches(model_cfg.vocab_size, "sampler model config")
+    strings = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
+    strings += [""] * (model_cfg.vocab_size - len(strings))
+    eos = [] if tokenizer.eos_id is None else [tokenizer.eos_id]
+    self.table = stops_lib.build_stop_table(strings, list(config.stop_strings), eos)
+    self.cache = transformer.init_cache(model_cfg, config.num_slots, config.cache_length)
+    self.slots = [_Slot() for _ in range(config.num_slots)]
+    self.rng = jax.random.PRNGKey(config.seed)
+
+  # -- slot bookkeeping (host side) --
+
+  def _slot_of(self, episode: int) -> int | None:
+    return next((i for i, s in enumerate(self.slots) if s.episode == episode), None)
+
+  def _claim(self, request: TurnRequest) -> int:
+    free = [i for i, s in enumerate(self.slots) if s.episode is None]
+    if not free:
+      raise RuntimeError(f"no free KV slot for episode {request.episode_id}: all "
+                         f"{len(self.slots)} slots are live; release finished episodes first")
+    # Prefer the free slot that already caches the longest prefix of this context.
+    best = max(free, key=lambda i: _common_prefix(self.slots[i].cached, request.new_ids))
+    self.slots[best].episode = request.episode_id
+    return best
+
+  def release(self, episode_id: int) -> None:
+    slot = self._slot_of(episode_id)
+    if slot is not None:
+      self.slots[slot].episode = None  # its cached ids stay reusable as a prefix
+
+  def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int]]:
+    """(start position, ids to prefill) for one request; updates the slot's cached ids."""
+    if request.reset:
+      ids = list(request.new_ids)
+      keep = min(_common_prefix(slot.cached, ids), len(ids) - 1)  # re-feed >= 1 id for logits
+      slot.cached, slot.pending = ids[:keep], []
+      return keep, ids[keep:]
+    return len(slot.cached), slot.pending + list(request.new_ids)
+
+  # -- the Policy interface --
+
+  def generate(self, requests: Sequence[TurnRequest]) -> list[Turn]:
+    cfg = self.config
+    rows: dict[int, tuple[int, list[int], int]] = {}
+    for r in requests:
+      if r.reset and not r.new_ids:
+        raise ValueError(f"episode {r.episode_id}: a reset needs a non-empty context")
+      slot_index = self._slot_of(r.episode_id)
+      if slot_index is None:
+        if not r.reset:
+          raise ValueError(f"episode {r.episode_id} has no slot; its first request must reset")
+        slot_index = self._claim(r)
+      start, ids = self._plan(self.slots[slot_index], r)
+      room = cfg.cache_length - start - len(ids)
+      if room < 1:
+        raise ValueError(f"episode {r.episode_id}: context of {start + len(ids)} ids leaves no "
+                         f"room in the {cfg.cache_length}-slot cache")
+      rows[slot_index] = (start, ids, min(r.max_new_tokens, room))
+
+    n = cfg.num_slots
+    prompt_len = _bucket(max(len(ids) for _, ids, _ in rows.values()), cfg.prompt_bucket)
+    new_len = _bucket(max(m for _, _, m in rows.values()), cfg.new_tokens_bucket)
+    prompt = np.zeros((n, prompt_len), np.int32)
+    start = np.asarray([len(s.cached) for s in self.slots], np.int32)
+    length = np.zeros((n,), np.int32)
+    max_tokens = np.zeros((n,), np.int32)
+    for i, (row_start, ids, m) in rows.items():
+      prompt[i, :len(ids)], start[i], length[i], max_tokens[i] = ids, row_start, len(ids), m
+    self.rng, key = jax.random.split(self.rng)
+    out = decode.generate(self.model_cfg, self.params, self.cache, self.table, jnp.asarray(prompt),
+                          jnp.asarray(start), jnp.asarray(length), jnp.asarray(max_tokens), key,
+                          jnp.float32(cfg.temperature), jnp.float32(cfg.top_p), max_new_tokens=new_len)
+    self.cache = out.cache
+    tokens, logprobs, counts = jax.device_get((out.tokens, out.logprobs, out.num_tokens))
+
+    turns = []
+    for r in requests:
+      i = self._slot_of(r.episode_id)
+      _, ids, _ = rows[i]
+      sampled = [int(t) for t in tokens[i, :counts[i]]]
+      slot = self.slots[i]
+      slot.cached = slot.cached + ids + sampled[:-1]
+      slot.pending = sampled[-1:]
+      turns.append(Turn(ids=tuple(sampled), logprobs=tuple(float(x) for x in logprobs[i, :counts[i]]),
+                        text=self.tokenizer.decode(sampled)))
+    return turns

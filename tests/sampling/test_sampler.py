@@ -1,0 +1,100 @@
+"""The JAX sampler on real SmolLM2 weights: greedy parity, logprob parity, multi-turn slots, int4."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memex_jax.agent.policy import TurnRequest
+from memex_jax.models import logprobs as logprobs_lib
+from memex_jax.models import quant
+from memex_jax.sampling import sampler as sampler_lib
+
+PROMPT = "<|im_start|>user\nName three colours of the rainbow.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _teacher_forced(cfg, params, ids, temperature=1.0):
+  tokens = jnp.asarray([ids], jnp.int32)
+  positions = jnp.arange(len(ids), dtype=jnp.int32)[None]
+  fn = jax.jit(logprobs_lib.sequence_logprobs, static_argnames=("cfg", "temperature", "chunk_size"))
+  return np.asarray(fn(cfg, params, tokens, positions, temperature=temperature, chunk_size=128))[0]
+
+
+def _sampler(smollm2, tokenizer, **kw):
+  cfg, params = smollm2
+  config = sampler_lib.SamplerConfig(num_slots=2, cache_length=256, prompt_bucket=32,
+                                     new_tokens_bucket=16, **kw)
+  return sampler_lib.Sampler(cfg, params, tokenizer, config)
+
+
+def test_greedy_matches_transformers(smollm2, smollm2_tokenizer):
+  torch = pytest.importorskip("torch")
+  from memex_jax.models import hf_io  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  cfg, params = smollm2
+  hf_config = transformers.AutoConfig.for_model(**hf_io.config_to_hf(cfg))
+  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+  state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hf_io.tensors_from_params(cfg, params).items()}
+  model.load_state_dict(state, strict=False)
+  model.tie_weights()
+  ids = smollm2_tokenizer.encode(PROMPT)
+  with torch.no_grad():
+    ref = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()
+  sampler = _sampler(smollm2, smollm2_tokenizer, temperature=0.0, stop_strings=())
+  turn = sampler.generate([TurnRequest(0, tuple(ids), True, 20)])[0]
+  assert list(turn.ids) == ref
+
+
+def test_logprobs_equal_teacher_forced_across_turns(smollm2, smollm2_tokenizer):
+  cfg, params = smollm2
+  tok = smollm2_tokenizer
+  sampler = _sampler(smollm2, tok, temperature=0.8, top_p=0.95, seed=3)
+  first = tok.encode(PROMPT)
+  other = tok.encode("<|im_start|>user\nCount to five.<|im_end|>\n<|im_start|>assistant\n")
+  turns = sampler.generate([TurnRequest(0, tuple(first), True, 12), TurnRequest(1, tuple(other), True, 9)])
+  assert 1 <= len(turns[0].ids) <= 12 and 1 <= len(turns[1].ids) <= 9
+  # Second turn of episode 0 appends an observation without re-sending the history.
+  observation = tok.encode("<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n<|im_start|>assistant\n")
+  second = sampler.generate([TurnRequest(0, tuple(observation), False, 10)])[0]
+  full = first + list(turns[0].ids) + observation + list(second.ids)
+  ref = _teacher_forced(cfg, params, full, temperature=0.8)
+  got = np.asarray(turns[0].logprobs + second.logprobs)
+  want = np.concatenate([ref[len(first):len(first) + len(turns[0].ids)], ref[-len(second.ids):]])
+  np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+  ref_other = _teacher_forced(cfg, params, other + list(turns[1].ids), temperature=0.8)
+  np.testing.assert_allclose(turns[1].logprobs, ref_other[len(other):], atol=1e-4, rtol=1e-4)
+  assert turns[0].text == tok.decode(list(turns[0].ids))
+
+
+def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
+  cfg, params = smollm2
+  tok = smollm2_tokenizer
+  sampler = _sampler(smollm2, tok, temperature=0.0)
+  head = tok.encode("<|im_start|>system\nYou are terse.<|im_end|>\n")
+  ctx = head + tok.encode("<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n")
+  sampler.generate([TurnRequest(0, tuple(ctx), True, 4)])
+  reset_ctx = head + tok.encode("<|im_start|>user\nSummary: said hi.<|im_end|>\n<|im_start|>assistant\n")
+  start, pending = sampler._plan(sampler.slots[sampler._slot_of(0)],
+                                 TurnRequest(0, tuple(reset_ctx), True, 4))
+  assert start >= len(head) and start + len(pending) == len(reset_ctx)
+  turn = sampler.generate([TurnRequest(0, tuple(reset_ctx), True, 6)])[0]
+  ref = _teacher_forced(cfg, params, reset_ctx + list(turn.ids))
+  np.testing.assert_allclose(turn.logprobs, ref[len(reset_ctx):], atol=1e-4, rtol=1e-4)
+  sampler.generate([TurnRequest(1, tuple(ctx), True, 2)])
+  with pytest.raises(RuntimeError, match="no free KV slot"):
+    sampler.generate([TurnRequest(2, tuple(ctx), True, 2)])
+  sampler.release(0)
+  assert len(sampler.generate([TurnRequest(2, tuple(ctx), True, 2)])[0].ids) == 2
+
+
+def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
+  cfg, params = smollm2
+  serving = quant.to_int4_serving(params)
+  sampler = sampler_lib.Sampler(cfg.replace(quant="int4_serve"), serving, smollm2_tokenizer,
+                                sampler_lib.SamplerConfig(num_slots=1, cache_length=128,
+                                                          temperature=1.0, new_tokens_bucket=16))
+  ids = smollm2_tokenizer.encode(PROMPT)
+  turn = sampler.generate([TurnRequest(0, tuple(ids), True, 12)])[0]
+  ref = _teacher_forced(cfg.replace(quant="int4_qat"), params, ids + list(turn.ids))
+  np.testing.assert_allclose(turn.logprobs, ref[len(ids):], atol=1e-3, rtol=1e-3)
