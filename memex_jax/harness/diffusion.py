@@ -31,8 +31,6 @@ def personalized_pagerank(
     seed_weights: jax.Array,
     restart: jax.Array | float,
     num_iters: int,
-    *,
-    indices_are_sorted: bool = False,
 ) -> jax.Array:
   """Returns the personalized PageRank vector(s) of the seed distribution(s).
 
@@ -45,7 +43,6 @@ def personalized_pagerank(
       A column of zeros (no seeds) gives a column of zeros.
     restart: the restart probability rho in (0, 1]: a scalar, or [B] for [N, B] seeds.
     num_iters: number of power-iteration steps (static).
-    indices_are_sorted: whether `receivers` is sorted ascending (a faster scatter).
 
   Returns:
     [N] or [N, B] float32 stationary distribution(s), each column summing to 1 (0 if unseeded).
@@ -63,8 +60,7 @@ def personalized_pagerank(
   edge_weight = (1.0 / jnp.maximum(out_degree, 1.0))[senders].reshape(senders.shape + trailing)
 
   def step(_, x):  # x: N [B]
-    spread = jax.ops.segment_sum(
-        x[senders] * edge_weight, receivers, num_nodes, indices_are_sorted=indices_are_sorted)
+    spread = jax.ops.segment_sum(x[senders] * edge_weight, receivers, num_nodes)
     dangling_mass = jnp.sum(jnp.where(dangling, x, 0.0), axis=0)  # [B]
     return rho * seeds + (1.0 - rho) * (spread + dangling_mass * seeds)
 

@@ -8,8 +8,9 @@ grows, so the jitted retrieval compiles once. Texts and other metadata live host
 
 Layout of `GraphState.graph` (jraph's padding convention):
 - nodes: `NodeArrays` with capacity + 1 rows; the last row is the padding node (never alive).
-- senders / receivers: [max_edges] int32. The live edges come first, sorted by receiver; the
-  rest are padding edges on the padding node. n_node = [capacity, 1],
+- senders / receivers: [max_edges] int32. The live edges come first, sorted by receiver (a
+  canonical order: equal graphs have equal arrays); the rest are padding edges on the padding
+  node. n_node = [capacity, 1],
   n_edge = [num_edges, max_edges - num_edges].
 Slots of evicted nodes are dead rows (alive False, zeros) with no edges.
 
@@ -212,10 +213,15 @@ def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.nd
   alive = filled(alive, True, bool)
   if senders.size and not (alive[senders].all() and alive[receivers].all()):
     raise ValueError("an edge touches a node that is not alive")
-  live_rows = embedding[alive[:n]]
+  all_alive = bool(alive[:n].all())
+  live_rows = embedding if all_alive else embedding[alive[:n]]  # no copy of a full graph
   if not normalize and not np.allclose(np.linalg.norm(live_rows, axis=-1), 1.0, atol=1e-4):
     raise ValueError("embeddings of live nodes must have unit norm")
-  nodes.embedding[:n][alive[:n]] = _normalized(live_rows) if normalize else live_rows
+  live_rows = _normalized(live_rows) if normalize else live_rows
+  if all_alive:
+    nodes.embedding[:n] = live_rows
+  else:
+    nodes.embedding[:n][alive[:n]] = live_rows
   nodes = nodes.replace(
       utility=filled(utility, config.initial_utility, np.float32),
       count=filled(count, 0, np.int32), alive=alive, kind=filled(kind, 0, np.int8),

@@ -158,7 +158,7 @@ def retrieve(state: graph_lib.GraphState, queries: jax.Array, restart_control: j
                    config.restart_min, config.restart_max)
     mass = diffusion.personalized_pagerank(
         state.graph.senders, state.graph.receivers, num_rows, seed_weights.T, rho,
-        config.num_iters, indices_are_sorted=True).T  # B N+1
+        config.num_iters).T  # B N+1
     mass = jnp.where(nodes.alive & (seed_weights == 0) & (mass > 0), mass, -jnp.inf)
     _, spread, spread_valid = _top(mass, min(config.num_ppr_candidates, num_rows))
     candidates = jnp.concatenate([candidates, spread], axis=-1)  # B C

@@ -30,8 +30,8 @@ def convert(gguf_path: str | pathlib.Path, out_dir: str | pathlib.Path,
     dtype: storage dtype of the safetensors weights.
   """
   gguf_path = pathlib.Path(gguf_path)
-  tokenizer = Tokenizer.from_gguf(gguf_path)
   cfg, params = gguf_io.load_gguf(gguf_path, dtype)
+  tokenizer = Tokenizer.from_gguf(gguf_path)
   tokenizer.check_matches(cfg.vocab_size, str(gguf_path))
   special = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id,
              "pad_token_id": tokenizer.pad_id}

@@ -189,8 +189,10 @@ def test_hf_and_gguf_names_are_inverse():
      hf_io.CheckpointError, r"tokenizer\.ggml\.tokens has 300 tokens.*does not match"),
     ({"fields": {"{arch}.rope.scaling.yarn_log_multiplier": 0.1}}, hf_io.CheckpointError,
      r"'llama\.rope\.scaling\.yarn_log_multiplier' is not supported"),
-    ({"fields": {"{arch}.attention.key_length": 32}}, hf_io.CheckpointError,
-     r"'blk\.0\.attn_q\.weight' has shape"),
+    ({"fields": {"{arch}.attention.key_length": 32, "{arch}.rope.dimension_count": 32}},
+     hf_io.CheckpointError, r"'blk\.0\.attn_q\.weight' has shape \(64, 64\).*\(128, 64\)"),
+    ({"fields": {"{arch}.rope.dimension_count": 8}}, hf_io.CheckpointError,
+     r"llama\.rope\.dimension_count=8 differs from the head dimension 16"),
     ({"tensors": {"blk.0.ffn_gate_exps.weight": np.zeros((2, 2))}}, hf_io.CheckpointError,
      r"'blk\.0\.ffn_gate_exps\.weight' is not part of a llama model"),
 ])

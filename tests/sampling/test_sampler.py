@@ -98,3 +98,32 @@ def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
   turn = sampler.generate([TurnRequest(0, tuple(ids), True, 12)])[0]
   ref = _teacher_forced(cfg.replace(quant="int4_qat"), params, ids + list(turn.ids))
   np.testing.assert_allclose(turn.logprobs, ref[len(ids):], atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.slow
+def test_agent_loop_drives_the_real_sampler(smollm2, smollm2_tokenizer):
+  """Three turns of two episodes with SmolLM2: whatever it says is parsed and scored."""
+  from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, run_episodes  # pylint: disable=g-import-not-at-top
+  from memex_jax.envs.toy import VaultEnv, VaultTask  # pylint: disable=g-import-not-at-top
+  cfg, params = smollm2
+  sampler = sampler_lib.Sampler(cfg, params, smollm2_tokenizer, sampler_lib.SamplerConfig(
+      num_slots=2, cache_length=2048, temperature=1.0, prompt_bucket=128, new_tokens_bucket=48,
+      seed=0))
+  config = AgentConfig(max_steps=3, context_window=2048, threshold=1024, max_turn_tokens=48)
+  specs = [EpisodeSpec(VaultEnv(), VaultTask(seed=s, corridor_length=2), group_id=0) for s in (1, 2)]
+  trajectories = run_episodes(sampler, specs, ChatRenderer(smollm2_tokenizer), config)
+  assert len(trajectories) == 2
+  for t in trajectories:
+    assert not t.error, t.error
+    assert t.metrics.steps == 3 or t.metrics.finish_reason != "max_steps"
+    assert t.metrics.generated_tokens > 0
+    assert 0.0 <= t.metrics.p_format <= 1.0 and 0 <= t.metrics.num_malformed <= t.metrics.steps
+    for seg in t.segments:
+      sampled = seg.loss_mask.astype(bool)
+      assert sampled.any() and np.all(seg.rollout_logprobs[sampled] <= 0)
+      assert np.all(seg.rollout_logprobs[~sampled] == 0)
+  # Token-in-token-out: the segment is the model's own ids; teacher forcing reproduces logprobs.
+  seg = trajectories[0].segments[0]
+  ref = _teacher_forced(cfg, params, seg.token_ids.tolist())
+  mask = seg.loss_mask.astype(bool)
+  np.testing.assert_allclose(seg.rollout_logprobs[mask], ref[mask], atol=2e-4, rtol=2e-4)

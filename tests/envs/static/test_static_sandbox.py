@@ -1,5 +1,6 @@
 """Hostile snippets stay inside the sandbox and leave the test machine unharmed."""
 
+import json
 import os
 import pathlib
 import socket
@@ -41,7 +42,7 @@ def test_failing_code_is_scored_not_raised():
 def test_runs_unprivileged_in_a_fresh_folder_with_a_scrubbed_environment():
   result = sandbox.run_python(
       "import os, json\nprint(json.dumps([os.getuid(), os.getcwd(), sorted(os.environ)]))")
-  uid, cwd, env_names = __import__("json").loads(result.stdout)
+  uid, cwd, env_names = json.loads(result.stdout)
   assert uid != 0 and uid == result.uid
   assert pathlib.Path(cwd).name == "work" and not pathlib.Path(cwd).exists()  # Removed after.
   assert env_names == ["HOME", "LANG", "PATH", "PYTHONHASHSEED"]

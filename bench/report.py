@@ -1,0 +1,65 @@
+"""Shared benchmark plumbing: timing compiled calls, the printed table and the JSON record."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import platform
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+
+
+def device_summary() -> dict[str, Any]:
+  """What the numbers were measured on."""
+  dev = jax.devices()[0]
+  return {"backend": jax.default_backend(), "device": getattr(dev, "device_kind", str(dev)),
+          "num_devices": jax.device_count(), "jax": jax.__version__, "host": platform.node(),
+          "cpu_count": __import__("os").cpu_count()}
+
+
+def time_call(fn: Callable[[], Any], repeats: int) -> float:
+  """Median wall seconds of `fn()` (results blocked on), after one untimed warm-up call."""
+  jax.block_until_ready(fn())
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - start)
+  return sorted(times)[len(times) // 2]
+
+
+def matmul_peak_flops(dtype: str, size: int, repeats: int = 5) -> float:
+  """Measured FLOP/s of a square matmul: the denominator of MFU."""
+  a = jax.random.normal(jax.random.PRNGKey(0), (size, size), dtype)
+  b = jax.random.normal(jax.random.PRNGKey(1), (size, size), dtype)
+  mm = jax.jit(lambda x, y: x @ y)
+  return 2 * size ** 3 / time_call(lambda: mm(a, b), repeats)
+
+
+def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:
+  """Rows of dicts as an aligned text table."""
+  if not rows:
+    return
+  keys = list(rows[0])
+  cells = [[_fmt(r.get(k)) for k in keys] for r in rows]
+  widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+  print(f"\n{title}")
+  print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+  for c in cells:
+    print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+
+
+def _fmt(value: Any) -> str:
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  return str(value)
+
+
+def write_json(path: str | pathlib.Path, record: dict[str, Any]) -> pathlib.Path:
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps({"device": device_summary(), **record}, indent=2))
+  print(f"wrote {path}")
+  return path

@@ -1,0 +1,69 @@
+"""Decode throughput of the batched JAX sampler (prefill included, temperature 1).
+
+  python -m bench.sampler                      # CPU-sized default
+  python -m bench.sampler --model qwen2_5_0_5b --batch 64 --prompt 512 --new_tokens 256 \
+      --dtype bfloat16                         # the H200 row of the foundation issue
+
+Random-init weights of the named shapes; no stop strings, so every row decodes all tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from bench import report
+from memex_jax.models import config as config_lib
+from memex_jax.models import quant
+from memex_jax.models import transformer
+from memex_jax.sampling import decode
+from memex_jax.sampling import stops
+
+MODELS = {"tiny": config_lib.tiny, "smollm2_135m": config_lib.smollm2_135m,
+          "qwen2_5_0_5b": config_lib.qwen2_5_0_5b}
+
+
+def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: bool,
+        repeats: int) -> dict:
+  cfg = MODELS[model]().replace(dtype=dtype, param_dtype=dtype)
+  tokens = jnp.zeros((1, 8), jnp.int32)
+  params = nn.unbox(jax.jit(transformer.Transformer(cfg).init)(jax.random.PRNGKey(0), tokens, tokens)["params"])
+  if int4:
+    params, cfg = quant.to_int4_serving(params), cfg.replace(quant="int4_serve")
+  table = stops.build_stop_table([""] * cfg.vocab_size, [], eos_ids=[])
+  prompt_ids = jax.random.randint(jax.random.PRNGKey(1), (batch, prompt), 0, cfg.vocab_size)
+  zeros = jnp.zeros((batch,), jnp.int32)
+
+  def once():
+    cache = transformer.init_cache(cfg, batch, prompt + new_tokens)
+    return decode.generate(cfg, params, cache, table, prompt_ids, zeros, zeros + prompt,
+                           zeros + new_tokens, jax.random.PRNGKey(2), jnp.float32(1.0),
+                           jnp.float32(1.0), max_new_tokens=new_tokens).num_tokens
+
+  seconds = report.time_call(once, repeats)
+  return {"model": model, "dtype": dtype, "int4": int4, "batch": batch, "prompt": prompt,
+          "new_tokens": new_tokens, "seconds": seconds,
+          "decode_tokens_per_s": batch * new_tokens / seconds}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--model", default="smollm2_135m", choices=sorted(MODELS))
+  parser.add_argument("--batch", type=int, default=8)
+  parser.add_argument("--prompt", type=int, default=128)
+  parser.add_argument("--new_tokens", type=int, default=32)
+  parser.add_argument("--dtype", default="float32")
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--out", default=None)
+  args = parser.parse_args()
+  rows = [run(args.model, args.batch, args.prompt, args.new_tokens, args.dtype, int4, args.repeats)
+          for int4 in (False, True)]
+  report.print_table(f"sampler decode ({jax.default_backend()})", rows)
+  report.write_json(args.out or f"bench/results/sampler_{jax.default_backend()}.json", {"rows": rows})
+
+
+if __name__ == "__main__":
+  main()

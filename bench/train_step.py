@@ -1,0 +1,75 @@
+"""Train-step speed and MFU: forward + backward + AdamW with the chunked LM loss.
+
+  python -m bench.train_step                   # CPU-sized default
+  python -m bench.train_step --model qwen2_5_0_5b --batch 8 --seq 2048 --dtype bfloat16 \
+      --peak_size 8192                         # the H200 row of the foundation issue
+
+MFU = (6 N + 12 L S d) * tokens / step_time / peak, N = all parameters, L layers, S sequence
+length, d model width (attention counted non-causal), peak = a measured square matmul.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from bench import report
+from bench.sampler import MODELS
+from memex_jax.models import logprobs as logprobs_lib
+from memex_jax.models import transformer
+
+
+def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
+        peak: float) -> dict:
+  cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant)
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
+  positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
+  init = jax.jit(transformer.Transformer(cfg).init)
+  params = nn.unbox(init(jax.random.PRNGKey(0), tokens[:1, :8], positions[:1, :8])["params"])
+  opt = optax.adamw(1e-5, weight_decay=0.1)
+  state = opt.init(params)
+
+  def loss_fn(p):
+    logp = logprobs_lib.sequence_logprobs(cfg, p, tokens, positions, chunk_size=chunk)
+    return -jnp.mean(logp[:, 1:])
+
+  @jax.jit
+  def step(p, s):
+    loss, grads = jax.value_and_grad(loss_fn)(p)
+    updates, s = opt.update(grads, s, p)
+    return optax.apply_updates(p, updates), s, loss
+
+  seconds = report.time_call(lambda: step(params, state)[2], repeats)
+  flops_per_token = 6 * cfg.num_params + 12 * cfg.num_layers * seq * cfg.embed_dim
+  achieved = flops_per_token * batch * seq / seconds
+  return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
+          "params_M": cfg.num_params / 1e6, "step_s": seconds,
+          "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--model", default="smollm2_135m", choices=sorted(MODELS))
+  parser.add_argument("--batch", type=int, default=1)
+  parser.add_argument("--seq", type=int, default=256)
+  parser.add_argument("--dtype", default="float32")
+  parser.add_argument("--chunk", type=int, default=512, help="loss chunk in tokens")
+  parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--out", default=None)
+  args = parser.parse_args()
+  peak = report.matmul_peak_flops(args.dtype, args.peak_size)
+  print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
+  rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak)
+          for q in ("none", "int4_qat")]
+  report.print_table(f"train step ({jax.default_backend()})", rows)
+  report.write_json(args.out or f"bench/results/train_step_{jax.default_backend()}.json",
+                    {"peak_flops": peak, "rows": rows})
+
+
+if __name__ == "__main__":
+  main()
