@@ -155,6 +155,13 @@ class AlfWorldEnv:
       observation = self._revealed_room(observation)
     return self._finish(self._with_commands(observation))
 
+  @property
+  def expert_plan(self) -> list[str]:
+    """The engine expert's next commands in the current state ([] without `config.expert`)."""
+    if not self.config.expert or self._state is None:
+      return []
+    return list(self._state.get("extra.expert_plan") or [])
+
   def changes_state(self, command: str) -> bool:
     """Whether the most recent `step(command)` changed the engine's facts."""
     if normalize_command(command) != self._last_command:
@@ -184,5 +191,5 @@ class AlfWorldEnv:
     if not self.config.hide_admissible_commands:
       info["admissible_commands"] = self._admissible()
     if self.config.expert:
-      info["expert_plan"] = list(self._state.get("extra.expert_plan") or [])
+      info["expert_plan"] = self.expert_plan
     return info
