@@ -41,6 +41,8 @@ EXTRAS = {
         "hypothesis>=6",
         # Exactly this version: it installs from a local CPU build; any other pulls CUDA wheels.
         "torch==2.13.0",
+        # transformers refuses to read any GGUF (the parity reference) without it.
+        "accelerate",
         "nbclient",
         "nbformat",
         "ipykernel",

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import abc
 import json
-import mmap
 import os
 import pathlib
 import shutil
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,12 +26,10 @@ import sentencepiece
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
+from memex_jax import gguf_file
+
 PathLike = str | os.PathLike
 
-# GGUF metadata value types (llama.cpp's gguf spec): scalar struct formats, then string and array.
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
-                 11: "<q", 12: "<d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_CONTROL, _GGUF_USER_DEFINED = 3, 4  # `tokenizer.ggml.token_type` values
 
 # `tokenizer.ggml.pre` -> the split regex its BPE merges were learned with. None keeps GPT-2's
@@ -57,60 +53,6 @@ def _byte_to_char() -> dict[int, str]:
   table = {b: chr(b) for b in printable}
   table.update({b: chr(256 + n) for n, b in enumerate(shifted)})
   return table
-
-
-def read_gguf_metadata(path: PathLike) -> dict[str, Any]:
-  """All metadata key/values of a GGUF file (v2/v3), reading no tensor data.
-
-  Raises:
-    FileNotFoundError: `path` does not exist.
-    ValueError: the file is not GGUF or its metadata is truncated/corrupt (message names the file).
-  """
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"GGUF file not found: {path}")
-  with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as blob:
-    if blob[:4] != b"GGUF":
-      raise ValueError(f"{path} is not a GGUF file: it does not start with the magic bytes b'GGUF'.")
-    try:
-      version, _, kv_count = struct.unpack_from("<IQQ", blob, 4)
-      if version not in (2, 3):
-        raise ValueError(f"{path}: GGUF version {version} is not supported (2 and 3 are).")
-      pos, metadata = 24, {}
-      for _ in range(kv_count):
-        key, pos = _gguf_string(blob, pos)
-        (value_type,) = struct.unpack_from("<I", blob, pos)
-        metadata[key], pos = _gguf_value(blob, pos + 4, value_type)
-    except (struct.error, UnicodeDecodeError, KeyError, MemoryError) as e:
-      raise ValueError(f"{path}: GGUF metadata is truncated or corrupt ({type(e).__name__}: {e}).") from e
-  return metadata
-
-
-def _gguf_string(blob: mmap.mmap, pos: int) -> tuple[str, int]:
-  (length,) = struct.unpack_from("<Q", blob, pos)
-  end = pos + 8 + length
-  if end > len(blob):
-    raise struct.error(f"string of {length} bytes at offset {pos} runs past the end of the file")
-  return blob[pos + 8:end].decode("utf-8"), end
-
-
-def _gguf_value(blob: mmap.mmap, pos: int, value_type: int) -> tuple[Any, int]:
-  if value_type == _GGUF_STRING:
-    return _gguf_string(blob, pos)
-  if value_type == _GGUF_ARRAY:
-    element_type, count = struct.unpack_from("<IQ", blob, pos)
-    pos += 12
-    if element_type in _GGUF_SCALARS:
-      fmt = _GGUF_SCALARS[element_type]
-      values = struct.unpack_from(f"<{count}{fmt[1]}", blob, pos)
-      return list(values), pos + count * struct.calcsize(fmt)
-    values = []
-    for _ in range(count):
-      value, pos = _gguf_value(blob, pos, element_type)
-      values.append(value)
-    return values, pos
-  (value,) = struct.unpack_from(_GGUF_SCALARS[value_type], blob, pos)
-  return value, pos + struct.calcsize(_GGUF_SCALARS[value_type])
 
 
 def _gguf_field(metadata: dict[str, Any], key: str, path: pathlib.Path) -> Any:
@@ -205,7 +147,7 @@ class Tokenizer(abc.ABC):
   def from_gguf(path: PathLike) -> Tokenizer:
     """The tokenizer stored in a GGUF file's metadata (byte-level BPE vocabularies)."""
     path = pathlib.Path(path)
-    metadata = read_gguf_metadata(path)
+    metadata = gguf_file.read_header(path).metadata
     kind = _gguf_field(metadata, "tokenizer.ggml.model", path)
     if kind != "gpt2":
       raise ValueError(f"{path}: `tokenizer.ggml.model` is {kind!r}; only byte-level BPE ('gpt2') "

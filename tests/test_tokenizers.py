@@ -21,8 +21,9 @@ gguf = pytest.importorskip("gguf")
 sentencepiece = pytest.importorskip("sentencepiece")
 transformers = pytest.importorskip("transformers")
 
+from memex_jax import gguf_file  # pylint: disable=g-import-not-at-top
 from memex_jax.models import pretrained  # pylint: disable=g-import-not-at-top
-from memex_jax.tokenizers import Tokenizer, read_gguf_metadata  # pylint: disable=g-import-not-at-top
+from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
 from memex_jax.tokenizers import _byte_to_char  # pylint: disable=g-import-not-at-top
 
 _BYTE_TO_CHAR = _byte_to_char()
@@ -72,11 +73,6 @@ def smol_path() -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def smol(smol_path) -> Tokenizer:
-  return Tokenizer.load(smol_path)
-
-
-@pytest.fixture(scope="module")
 def smol_reference(smol_path):
   return transformers.AutoTokenizer.from_pretrained(str(smol_path.parent), gguf_file=smol_path.name)
 
@@ -94,7 +90,7 @@ def mistral(mistral_model) -> Tokenizer:
 
 def _write_gguf(path: pathlib.Path, source: pathlib.Path, model: str = "gpt2", pre: str = "qwen2"):
   """A metadata-only GGUF holding SmolLM2's vocabulary under another pre-tokenizer and flags."""
-  metadata = read_gguf_metadata(source)
+  metadata = gguf_file.read_header(source).metadata
   token_types = list(metadata["tokenizer.ggml.token_type"])
   token_types[4] = 4  # `<reponame>` as a USER_DEFINED (added, not special) token
   writer = gguf.GGUFWriter(str(path), arch="qwen2")
@@ -114,7 +110,8 @@ def _write_gguf(path: pathlib.Path, source: pathlib.Path, model: str = "gpt2", p
 
 
 @pytest.mark.parametrize("add_special_tokens", [False, True])
-def test_gguf_ids_equal_transformers(smol, smol_reference, add_special_tokens):
+def test_gguf_ids_equal_transformers(smollm2_tokenizer, smol_reference, add_special_tokens):
+  smol = smollm2_tokenizer
   texts = TEXTS + CHATML_TEXTS
   expected = [smol_reference(t, add_special_tokens=add_special_tokens)["input_ids"] for t in texts]
   assert [smol.encode(t, add_special_tokens) for t in texts] == expected
@@ -123,7 +120,8 @@ def test_gguf_ids_equal_transformers(smol, smol_reference, add_special_tokens):
                                              for t in texts]
 
 
-def test_gguf_special_tokens_and_sizes(smol, smol_reference):
+def test_gguf_special_tokens_and_sizes(smollm2_tokenizer, smol_reference):
+  smol = smollm2_tokenizer
   im_start, im_end = smol.token_to_id("<|im_start|>"), smol.token_to_id("<|im_end|>")
   assert smol.encode("<|im_start|>user\nhi<|im_end|>")[::4] == [im_start, im_end]
   assert smol.encode("<|im_end|>") == [im_end]
@@ -138,7 +136,8 @@ def test_gguf_special_tokens_and_sizes(smol, smol_reference):
     smol.decode([1, 49152])
 
 
-def test_gguf_decode_round_trip(smol, smol_reference):
+def test_gguf_decode_round_trip(smollm2_tokenizer, smol_reference):
+  smol = smollm2_tokenizer
   for text in TEXTS + CHATML_TEXTS:
     ids = smol.encode(text)
     assert smol.decode(ids) == text
@@ -150,7 +149,8 @@ def test_gguf_decode_round_trip(smol, smol_reference):
 
 @hypothesis.settings(max_examples=60, deadline=None, database=None)
 @hypothesis.given(text=st.text(max_size=64))
-def test_gguf_byte_level_round_trip_property(smol, text):
+def test_gguf_byte_level_round_trip_property(smollm2_tokenizer, text):
+  smol = smollm2_tokenizer
   # Byte-level BPE is lossless on text whose bytes all have a token; SmolLM2's vocabulary lacks 21
   # (e.g. 0x04, 0xf1), which vanish from the ids exactly as in transformers.
   hypothesis.assume("<" not in text)  # no special-token strings
@@ -215,7 +215,8 @@ def test_sentencepiece_plain_text_agrees_with_transformers_conversion(tmp_path, 
   assert isinstance(Tokenizer.load(tmp_path), type(mistral))  # a tokenizer.model folder: sentencepiece
 
 
-def test_save_pretrained_gguf_round_trip(tmp_path, smol):
+def test_save_pretrained_gguf_round_trip(tmp_path, smollm2_tokenizer):
+  smol = smollm2_tokenizer
   out = smol.save_pretrained(tmp_path / "smol")
   reloaded = transformers.AutoTokenizer.from_pretrained(str(out))
   texts = TEXTS + CHATML_TEXTS
@@ -238,7 +239,8 @@ def test_save_pretrained_sentencepiece_round_trip(tmp_path, mistral):
 
 
 @pytest.mark.parametrize("add_generation_prompt", [False, True])
-def test_chat_template_equals_transformers(smol, smol_reference, add_generation_prompt):
+def test_chat_template_equals_transformers(smollm2_tokenizer, smol_reference, add_generation_prompt):
+  smol = smollm2_tokenizer
   for messages in (CONVERSATION, CONVERSATION[1:]):
     text = smol.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
     assert text == smol_reference.apply_chat_template(
@@ -248,7 +250,8 @@ def test_chat_template_equals_transformers(smol, smol_reference, add_generation_
   assert text.startswith("<|im_start|>system\n")
 
 
-def test_chat_template_with_tools_equals_transformers(tmp_path, smol):
+def test_chat_template_with_tools_equals_transformers(tmp_path, smollm2_tokenizer):
+  smol = smollm2_tokenizer
   out = smol.save_pretrained(tmp_path / "tools")
   (out / "chat_template.jinja").write_text(TOOL_TEMPLATE)
   tok, reference = Tokenizer.load(out), transformers.AutoTokenizer.from_pretrained(str(out))
@@ -296,7 +299,8 @@ def test_corrupt_files_name_the_file(tmp_path, smol_path, mistral_model):
     assert str(path) in str(error.value)
 
 
-def test_check_matches(smol, mistral):
+def test_check_matches(smollm2_tokenizer, mistral):
+  smol = smollm2_tokenizer
   smol.check_matches(49152, "smollm2.gguf")
   smol.check_matches(49280, "padded.safetensors")  # embedding tables padded past the vocab are fine
   mistral.check_matches(32000, "mistral.safetensors")

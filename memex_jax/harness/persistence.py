@@ -101,6 +101,8 @@ def load(path: str | os.PathLike[str], embedding_model: str) -> experience.Exper
     if isinstance(error, GraphFileError):
       raise
     raise GraphFileError(f"{path}: cannot read the experience graph: {error}") from error
+  if not isinstance(metadata, dict):
+    raise GraphFileError(f"{path}: metadata is not a JSON object")
   version = metadata.get("format_version")
   if version != FORMAT_VERSION:
     raise GraphFileError(f"{path}: format version {version!r}, this code reads {FORMAT_VERSION}")

@@ -16,6 +16,7 @@ from typing import Any
 import gguf
 import numpy as np
 
+from memex_jax import gguf_file
 from memex_jax.models import hf_io
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig, RopeScaling
@@ -75,12 +76,6 @@ def _float32(value: Any) -> float:
   return float(str(np.float32(value)))
 
 
-# GGUF value types (gguf.GGUFValueType) that are fixed-size scalars, as numpy dtypes.
-_SCALARS = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8",
-            11: "<i8", 12: "<f8"}
-_STRING, _ARRAY = 8, 9
-
-
 @dataclasses.dataclass(frozen=True)
 class GGUFTensor:
   """One tensor of a GGUF file, its bytes not yet read.
@@ -98,80 +93,37 @@ class GGUFTensor:
   data: np.ndarray
 
 
-class _Cursor:
-  """Little-endian reads from a memory-mapped file; errors name the file."""
-
-  def __init__(self, path: pathlib.Path):
-    self.path, self.buf, self.pos = path, np.memmap(path, np.uint8, mode="r"), 0
-
-  def take(self, dtype: str, count: int = 1) -> np.ndarray:
-    size = np.dtype(dtype).itemsize * count
-    if self.pos + size > len(self.buf):
-      raise hf_io.CheckpointError(f"{self.path}: truncated GGUF header at byte {self.pos}")
-    out = np.frombuffer(self.buf, dtype, count, self.pos)
-    self.pos += size
-    return out
-
-  def string(self) -> str:
-    size = int(self.take("<u8")[0])
-    return bytes(self.take("u1", size)).decode("utf-8", errors="replace")
-
-  def value(self, kind: int) -> Any:
-    if kind == _STRING:
-      return self.string()
-    if kind == _ARRAY:
-      item_kind, count = int(self.take("<u4")[0]), int(self.take("<u8")[0])
-      if item_kind in _SCALARS:
-        return self.take(_SCALARS[item_kind], count).tolist()
-      return [self.value(item_kind) for _ in range(count)]
-    if kind not in _SCALARS:
-      raise hf_io.CheckpointError(f"{self.path}: unknown GGUF value type {kind} at byte {self.pos}")
-    return self.take(_SCALARS[kind])[0].item()
-
-
 def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, GGUFTensor]]:
   """Metadata and tensors of a GGUF v2/v3 file; tensor bytes stay memory-mapped.
 
-  Parsing the header ourselves takes well under a second for a 49k-token vocabulary, where
-  `gguf.GGUFReader` builds a memmap view per string and takes ~10 s.
+  Raises:
+    FileNotFoundError: `path` is not a file.
+    hf_io.CheckpointError: a bad header, or a tensor of an unknown type or outside the file.
   """
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"GGUF file {path} not found")
-  cur = _Cursor(path)
-  if len(cur.buf) < 24 or bytes(cur.buf[:4]) != b"GGUF":
-    raise hf_io.CheckpointError(f"{path}: not a GGUF file (no b'GGUF' magic)")
-  cur.pos = 4
-  version = int(cur.take("<u4")[0])
-  if version not in (2, 3):
-    raise hf_io.CheckpointError(f"{path}: GGUF version {version} is not supported (2 or 3)")
-  num_tensors, num_fields = (int(n) for n in cur.take("<u8", 2))
-  metadata = {}
-  for _ in range(num_fields):
-    key = cur.string()
-    metadata[key] = cur.value(int(cur.take("<u4")[0]))
-  infos = []
-  for _ in range(num_tensors):
-    name = cur.string()
-    shape = tuple(int(n) for n in cur.take("<u8", int(cur.take("<u4")[0])))
-    infos.append((name, shape, int(cur.take("<u4")[0]), int(cur.take("<u8")[0])))
-  alignment = int(metadata.get("general.alignment", 32))
-  start = -(-cur.pos // alignment) * alignment
+  try:
+    header = gguf_file.read_header(path)
+  except gguf_file.GGUFError as e:
+    raise hf_io.CheckpointError(str(e)) from e
+  path, buf = header.path, np.memmap(header.path, np.uint8, mode="r")
   tensors = {}
-  for name, shape, kind, offset in infos:
+  for info in header.tensors.values():
+    name, shape = info.name, info.shape
     try:
-      qtype = gguf.GGMLQuantizationType(kind)
+      qtype = gguf.GGMLQuantizationType(info.ggml_type)
     except ValueError as e:
-      raise hf_io.CheckpointError(f"{path}: tensor {name!r} has unknown type {kind}") from e
+      raise hf_io.CheckpointError(f"{path}: tensor {name!r} has unknown type {info.ggml_type}") from e
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    if not shape or shape[0] % block:
+      raise hf_io.CheckpointError(f"{path}: tensor {name!r} of shape {shape} does not split into "
+                                  f"{qtype.name} blocks of {block}")
     row_bytes = shape[0] // block * block_bytes
     rows = int(np.prod(shape[1:], dtype=np.int64))
-    begin = start + offset
-    if begin + rows * row_bytes > len(cur.buf):
+    begin = header.data_start + info.offset
+    if begin + rows * row_bytes > len(buf):
       raise hf_io.CheckpointError(f"{path}: tensor {name!r} runs past the end of the file")
-    data = cur.buf[begin:begin + rows * row_bytes].reshape(rows, row_bytes)
+    data = buf[begin:begin + rows * row_bytes].reshape(rows, row_bytes)
     tensors[name] = GGUFTensor(name, shape, qtype, data)
-  return metadata, tensors
+  return header.metadata, tensors
 
 
 class _Metadata:
@@ -243,7 +195,7 @@ def _rope_scaling(meta: _Metadata, arch: str, head_dim: int, theta: float,
                               "expected none, linear or yarn")
 
 
-def _config(meta: _Metadata, tensor_names: set[str]) -> ModelConfig:
+def _config(meta: _Metadata) -> ModelConfig:
   """ModelConfig from `{arch}.*` metadata; tied embeddings when there is no output.weight."""
   arch = meta.get("general.architecture")
   if arch not in ARCHITECTURES:
@@ -266,20 +218,18 @@ def _config(meta: _Metadata, tensor_names: set[str]) -> ModelConfig:
                                   f"dimension {head_dim}; only full-width heads are supported")
   theta = _float32(meta.get(f"{arch}.rope.freq_base", 10000.0))
   max_position = int(meta.get(f"{arch}.context_length"))
+  scaling = _rope_scaling(meta, arch, head_dim, theta, max_position)
   try:
     return ModelConfig(
         family=arch, vocab_size=vocab_size, num_layers=int(meta.get(f"{arch}.block_count")),
         embed_dim=embed_dim, num_heads=num_heads,
         num_kv_heads=int(meta.get(f"{arch}.attention.head_count_kv", num_heads)),
         head_dim=head_dim, mlp_dim=int(meta.get(f"{arch}.feed_forward_length")),
-        rope_theta=theta,
-        rope_scaling=_rope_scaling(meta, arch, head_dim, theta, max_position),
+        rope_theta=theta, rope_scaling=scaling,
         norm_eps=_float32(meta.get(f"{arch}.attention.layer_norm_rms_epsilon")),
-        tie_embeddings="output.weight" not in tensor_names,
+        tie_embeddings="output.weight" not in meta.tensors,
         qkv_bias=arch == "qwen2", qk_norm=arch == "qwen3", max_position=max_position)
-  except ValueError as e:
-    if isinstance(e, hf_io.CheckpointError):
-      raise
+  except ValueError as e:  # inconsistent head counts
     raise hf_io.CheckpointError(f"{meta.path}: {e}") from e
 
 
@@ -307,7 +257,7 @@ def load_gguf(path: str | pathlib.Path, dtype: Any = np.float32) -> tuple[ModelC
   path = pathlib.Path(path)
   fields, tensors = read_gguf(path)
   meta = _Metadata(fields, tensors, path)
-  cfg = _config(meta, set(tensors))
+  cfg = _config(meta)
   by_hf_name = {hf_name(name): t for name, t in tensors.items() if name != ROPE_FREQS}
   heads = {"self_attn.q_proj.weight": cfg.num_heads, "self_attn.k_proj.weight": cfg.num_kv_heads}
 

@@ -8,6 +8,7 @@ import torch
 import transformers
 
 from memex_jax.harness import embeddings
+from memex_jax.models import pretrained
 
 # Token counts 4, 8, 8, 8, 15, 17, 18, 30, 43, 2: three length buckets (16, 32, 64).
 VARIED = [
@@ -40,14 +41,14 @@ def varied_embeddings(encoder):
 
 @pytest.fixture(scope="module")
 def hf_tokenizer():
-  return transformers.AutoTokenizer.from_pretrained(str(embeddings.minilm_dir()))
+  return transformers.AutoTokenizer.from_pretrained(str(pretrained.minilm_dir()))
 
 
 @pytest.fixture(scope="module")
 def reference(hf_tokenizer):
   """Embeds texts the sentence-transformers way in torch on CPU: AutoModel, mean pooling over
   real tokens, L2 normalisation; truncation at `max_length` tokens."""
-  model = transformers.AutoModel.from_pretrained(str(embeddings.minilm_dir())).eval()
+  model = transformers.AutoModel.from_pretrained(str(pretrained.minilm_dir())).eval()
 
   def embed(texts: list[str], max_length: int) -> np.ndarray:
     batch = hf_tokenizer(texts, padding=True, truncation=True, max_length=max_length,
@@ -121,7 +122,7 @@ def _linked_copy(tmp_path, skip: tuple[str, ...] = ()):
   """A folder of symlinks to the MiniLM files, minus `skip`."""
   folder = tmp_path / "minilm_copy"
   folder.mkdir()
-  for source in embeddings.minilm_dir().iterdir():
+  for source in pretrained.minilm_dir().iterdir():
     if source.is_file() and source.name not in skip:
       (folder / source.name).symlink_to(source)
   return folder
@@ -135,7 +136,7 @@ def test_folder_problems_are_named(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"minilm_copy/tokenizer\.json"):
     embeddings.TextEncoder(folder)
 
-  (folder / "tokenizer.json").symlink_to(embeddings.minilm_dir() / "tokenizer.json")
+  (folder / "tokenizer.json").symlink_to(pretrained.minilm_dir() / "tokenizer.json")
   with pytest.raises(ValueError, match="max_position_embeddings"):
     embeddings.TextEncoder(folder, max_length=1000)
   custom = embeddings.TextEncoder(folder, max_length=32)

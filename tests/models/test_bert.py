@@ -9,8 +9,8 @@ from safetensors.numpy import load_file, save_file
 import torch
 import transformers
 
-from memex_jax.harness.embeddings import minilm_dir
 from memex_jax.models import bert
+from memex_jax.models.pretrained import minilm_dir
 
 PAIRS = [
     ("Who wrote the novel Dune?", "Frank Herbert wrote Dune, published in 1965."),

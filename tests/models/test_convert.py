@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from memex_jax.models import gguf_io
+from memex_jax.models import convert
 from memex_jax.models import hf_io
 from memex_jax.models.pretrained import smollm2_gguf_path
 
@@ -22,21 +22,23 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                         capture_output=True, text=True, env=env, timeout=600, check=False)
 
 
-def test_bad_inputs_fail_with_the_file_named(tmp_path):
-  missing = run_cli("--gguf", str(tmp_path / "absent.gguf"), "--out", str(tmp_path / "out"))
-  assert missing.returncode == 1
-  assert f"error: GGUF file {tmp_path / 'absent.gguf'} not found" in missing.stderr
+def test_missing_file_fails_with_its_name(tmp_path):
+  result = run_cli("--gguf", str(tmp_path / "absent.gguf"), "--out", str(tmp_path / "out"))
+  assert result.returncode == 1
+  assert f"error: GGUF file {tmp_path / 'absent.gguf'} not found" in result.stderr
+  assert not (tmp_path / "out").exists()
 
+
+def test_non_gguf_file_fails_with_its_name(tmp_path, capsys):
   text = tmp_path / "notes.gguf"
   text.write_text("not a model, just text that is long enough to be read")
-  not_gguf = run_cli("--gguf", str(text), "--out", str(tmp_path / "out"))
-  assert not_gguf.returncode == 1
-  assert f"{text}: not a GGUF file" in not_gguf.stderr
+  assert convert.main(["--gguf", str(text), "--out", str(tmp_path / "out")]) == 1
+  assert f"error: {text}: not a GGUF file" in capsys.readouterr().err
   assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
-def test_smollm2_folder_loads_in_transformers(tmp_path, smollm2_tokenizer):
+def test_smollm2_folder_loads_in_transformers(tmp_path, smollm2, smollm2_tokenizer):
   path, out = smollm2_gguf_path(), tmp_path / "smollm2"
   result = run_cli("--gguf", str(path), "--out", str(out))
   assert result.returncode == 0, result.stderr
@@ -45,7 +47,7 @@ def test_smollm2_folder_loads_in_transformers(tmp_path, smollm2_tokenizer):
 
   model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
   tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-  cfg, params = gguf_io.load_gguf(path)
+  cfg, params = smollm2
 
   assert hf_io.read_config(out) == cfg
   assert model.generation_config.eos_token_id == smollm2_tokenizer.eos_id

@@ -183,6 +183,8 @@ def test_hf_and_gguf_names_are_inverse():
     ({"fields": {"{arch}.block_count": None}}, hf_io.CheckpointError, r"'llama\.block_count'"),
     ({"fields": {"{arch}.feed_forward_length": 96}}, hf_io.CheckpointError,
      r"'blk\.0\.ffn_gate\.weight' has shape \(128, 64\).*\(96, 64\)"),
+    ({"fields": {"{arch}.attention.head_count_kv": 3}}, hf_io.CheckpointError,
+     r"num_heads=4 is not a multiple of num_kv_heads=3"),
     ({"drop": ("blk.1.ffn_down.weight",)}, hf_io.CheckpointError,
      r"'blk\.1\.ffn_down\.weight' is missing"),
     ({"fields": {"tokenizer.ggml.tokens": [f"t{i}" for i in range(300)]}},
@@ -214,6 +216,16 @@ def test_missing_and_non_gguf_files(tmp_path):
   truncated = tmp_path / "cut.gguf"
   truncated.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little") +
                         (5).to_bytes(8, "little") + b"\x00" * 8)
-  with pytest.raises(hf_io.CheckpointError, match=f"{truncated}: truncated GGUF header"):
+  with pytest.raises(hf_io.CheckpointError,
+                     match=f"{truncated}: truncated or corrupt GGUF header, in metadata field ''"):
     gguf_io.load_gguf(truncated)
+
+
+def test_tensor_past_the_end_of_the_file_is_refused(tmp_path, random_torch_model):
+  cfg = tiny("llama")
+  path = write_gguf(tmp_path / "model.gguf", random_torch_model(cfg), cfg)
+  cut = tmp_path / "cut.gguf"
+  cut.write_bytes(path.read_bytes()[:-64])  # past any alignment padding, into the last tensor
+  with pytest.raises(hf_io.CheckpointError, match=f"{cut}: tensor '.*' runs past the end of the file"):
+    gguf_io.load_gguf(cut)
 

@@ -14,7 +14,6 @@ import pytest
 import torch
 import transformers
 
-from memex_jax.models import gguf_io
 from memex_jax.models import hf_io
 from memex_jax.models.config import RopeScaling, tiny
 from memex_jax.models.pretrained import smollm2_gguf_path
@@ -70,20 +69,18 @@ def test_tiny_random_models_match_transformers(family, rope_type, tmp_path, rand
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-  """(path, our config, our params, transformers' own GGUF load) of SmolLM2-135M-Instruct."""
+def smollm2_reference():
+  """transformers' own load of the SmolLM2-135M-Instruct GGUF (torch, float32)."""
   path = smollm2_gguf_path()
-  cfg, params = gguf_io.load_gguf(path)
   os.environ.setdefault("HF_HUB_OFFLINE", "1")
-  reference = transformers.AutoModelForCausalLM.from_pretrained(
+  return transformers.AutoModelForCausalLM.from_pretrained(
       str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
-  return path, cfg, params, reference
 
 
 @pytest.mark.slow
-def test_smollm2_weights_equal_transformers_dequantisation(smollm2):
-  _, cfg, params, reference = smollm2
-  expected = reference.state_dict()
+def test_smollm2_weights_equal_transformers_dequantisation(smollm2, smollm2_reference):
+  cfg, params = smollm2
+  expected = smollm2_reference.state_dict()
   ours = hf_io.tensors_from_params(cfg, params)
   assert set(ours) == set(expected) - {"lm_head.weight"}  # tied head
   for name, array in ours.items():
@@ -91,8 +88,8 @@ def test_smollm2_weights_equal_transformers_dequantisation(smollm2):
 
 
 @pytest.mark.slow
-def test_smollm2_logits_match_transformers(smollm2, smollm2_tokenizer):
-  _, cfg, params, reference = smollm2
+def test_smollm2_logits_match_transformers(smollm2, smollm2_reference, smollm2_tokenizer):
+  cfg, params = smollm2
   chat = smollm2_tokenizer.apply_chat_template(
       [{"role": "user", "content": "Name three rivers in Europe and say which sea each one "
                                    "flows into, in one short sentence per river."}],
@@ -101,7 +98,7 @@ def test_smollm2_logits_match_transformers(smollm2, smollm2_tokenizer):
   assert tokens.shape == (1, PROMPT_LENGTH)
 
   ours = flax_logits(cfg, params, tokens)
-  theirs = torch_logits(reference, tokens)
+  theirs = torch_logits(smollm2_reference, tokens)
 
   error = relative_error(ours, theirs)
   assert error < TOLERANCE, f"SmolLM2 relative logit error {error:.2e}"

@@ -106,17 +106,18 @@ class AlfWorldEnv:
   def reset(self, task: str) -> tuple[str, str]:
     """Starts `task` (a game folder or game.tw-pddl); returns (task_text, first_observation)."""
     path = games.game_file(task)
+    self._state = None
     try:
       if path != self._loaded:
         self._loaded = None
         self._engine.load(path)
         self._loaded = path
-      self._state = self._engine.reset()
+      state = self._engine.reset()
+      room, task_line = [p.strip() for p in state.feedback.split("\n\n")[1:3]]
     except Exception as e:  # The engine's parser/translator errors have many types.
       raise ValueError(f"ALFWorld engine could not start {path}: {type(e).__name__}: {e}") from e
-    self._facts = frozenset(self._state["_facts"])
-    intro = self._state.feedback
-    room, task_line = [p.strip() for p in intro.split("\n\n")[1:3]]
+    self._state = state
+    self._facts = frozenset(state["_facts"])
     self.task_text = task_line.removeprefix(_TASK_PREFIX).rstrip(".")
     listing = _LISTING.search(room)
     self._room_items = listing.group(1).rstrip(".") if listing else "nothing"
@@ -137,7 +138,7 @@ class AlfWorldEnv:
     self._steps += 1
     if command == LOOK and self.config.look_limit is not None:
       if self._looks >= self.config.look_limit:
-        return self._finish(LOOK_UNAVAILABLE)
+        return self._finish(self._with_commands(LOOK_UNAVAILABLE))
       self._looks += 1
     try:
       self._state, _, _ = self._engine.step(command)

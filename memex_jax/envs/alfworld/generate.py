@@ -4,8 +4,8 @@ r"""Generates ALFWorld game splits on the shipped floor plans, in the official f
 
 writes DIR/train/<task>-<object>-None-<receptacle>-<scene>/trial_<seed>_<index>/{game.tw-pddl,
 traj_data.json}, plus DIR/train/manifest.json (one record per game) and histograms.json.
-A split already generated with the same version, seed and size is reused from disk; games
-already written by an interrupted run are kept. Game i depends only on (split, seed, i).
+A split already generated with the same version, seed and size is reused from disk (another
+generation in the same folder is an error); games already written by an interrupted run are kept. Game i depends only on (split, seed, i).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import hashlib
 import json
 import multiprocessing
 import os
-import random
 import sys
 from typing import Any, Sequence
 
@@ -37,11 +35,6 @@ HISTOGRAMS = "histograms.json"
 _MAX_TRIES = 200
 
 
-def _rng(*key: object) -> random.Random:
-  digest = hashlib.sha256(repr(key).encode()).digest()
-  return random.Random(int.from_bytes(digest[:8], "little"))
-
-
 def task_type_schedule(split: str, num: int, seed: int) -> list[str]:
   """Task type of each game: ALFWorld's train mix scaled to `num` (largest remainder), shuffled."""
   total = sum(catalog.TRAIN_TASK_MIX.values())
@@ -51,13 +44,13 @@ def task_type_schedule(split: str, num: int, seed: int) -> list[str]:
   for t in by_remainder[:num - sum(counts.values())]:
     counts[t] += 1
   schedule = [t for t in catalog.TASK_TYPES for _ in range(counts[t])]
-  _rng("schedule", split, seed).shuffle(schedule)
+  layouts.stable_rng("schedule", split, seed).shuffle(schedule)
   return schedule
 
 
 def game_spec(split: str, seed: int, index: int, task_type: str) -> sampling.GameSpec:
   """The deterministic game `index` of a split: a random floor plan that can host the task."""
-  rng = _rng("game", split, seed, index)
+  rng = layouts.stable_rng("game", split, seed, index)
   numbers = [n for n in layouts.floor_plan_numbers(split)
              if catalog.room_of(n) in catalog.task_rooms(task_type)]
   for _ in range(_MAX_TRIES):
@@ -125,8 +118,11 @@ def generate_split(out: str, split: str, num: int, seed: int, workers: int | Non
   if os.path.exists(manifest_path):
     with open(manifest_path) as f:
       cached = json.load(f)
-    if cached.get("header") == header and all(
-        os.path.exists(os.path.join(out, r["path"], games.GAME_FILE)) for r in cached["games"]):
+    if cached.get("header") != header:
+      # Mixing two generations in one folder would leave stray games for the loaders to find.
+      raise FileExistsError(f"{os.path.dirname(manifest_path)} holds another generation "
+                            f"({cached.get('header')}); use another --out or delete it")
+    if all(os.path.exists(os.path.join(out, r["path"], games.GAME_FILE)) for r in cached["games"]):
       return cached["games"]
   schedule = task_type_schedule(split, num, seed)
   jobs = [(out, split, seed, i, t) for i, t in enumerate(schedule)]

@@ -92,7 +92,8 @@ def _grid(metres: float) -> int:
   return int(round(metres / GRID_METRES))
 
 
-def _stable_rng(*key: object) -> random.Random:
+def stable_rng(*key: object) -> random.Random:
+  """A random.Random seeded from `key` identically in every process and Python run."""
   digest = hashlib.sha256(repr(key).encode()).digest()
   return random.Random(int.from_bytes(digest[:8], "little"))
 
@@ -122,7 +123,7 @@ def load_floor_plan(number: int) -> FloorPlan:
   # towel holders, ...) get one instance at a reachable point chosen by a stable hash.
   posed = {r.kind for r in receptacles}
   for kind in sorted((classes & catalog.STATIC_RECEPTACLES) - posed):
-    rng = _stable_rng(number, kind)
+    rng = stable_rng(number, kind)
     gx, gz = rng.choice(floor_points)
     object_id = f"{kind}|{gx * GRID_METRES:+06.2f}|+00.90|{gz * GRID_METRES:+06.2f}"
     receptacles.append(Receptacle(object_id, kind, (gx, gz, rng.randrange(4), 30)))

@@ -108,19 +108,24 @@ def walkthrough_commands(spec: sampling.GameSpec) -> list[str]:
   return [templates[verb].format(*(names[i] for i in ids)) for verb, *ids in spec.walkthrough]
 
 
-def game_records(spec: sampling.GameSpec, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-  """Returns (`game.tw-pddl` contents, `traj_data.json` contents) of a game."""
+def game_record(pddl_problem: str, task_text: str, walkthrough: list[str]) -> dict[str, Any]:
+  """`game.tw-pddl` contents: the shipped domain and grammar (goal filled in), the problem."""
   with open(alfworld_info.ALFRED_PDDL_PATH) as f:
     domain = f.read()
   with open(alfworld_info.ALFRED_TWL2_PATH) as f:
-    grammar = f.read().replace("UNKNOWN GOAL", spec.task_text)
-  game = {
+    grammar = f.read().replace("UNKNOWN GOAL", task_text)
+  return {
       "pddl_domain": domain,
       "grammar": grammar,
-      "pddl_problem": problem_text(spec, name),
+      "pddl_problem": pddl_problem,
       "solvable": True,  # AlfredTWEnv only collects games that carry this key as True.
-      "walkthrough": walkthrough_commands(spec),
+      "walkthrough": walkthrough,
   }
+
+
+def game_records(spec: sampling.GameSpec, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+  """Returns (`game.tw-pddl` contents, `traj_data.json` contents) of a game."""
+  game = game_record(problem_text(spec, name), spec.task_text, walkthrough_commands(spec))
   task = spec.task
   traj = {
       "task_id": name,
@@ -137,12 +142,16 @@ def game_records(spec: sampling.GameSpec, name: str) -> tuple[dict[str, Any], di
   return game, traj
 
 
-def write_game(spec: sampling.GameSpec, folder: str, name: str) -> None:
-  """Writes a game's two files into `folder` (created if needed)."""
+def write_records(folder: str, game: dict[str, Any], traj: dict[str, Any]) -> None:
+  """Writes the two game files into `folder` (created if needed), each atomically."""
   os.makedirs(folder, exist_ok=True)
-  game, traj = game_records(spec, name)
   for file_name, record in ((games.GAME_FILE, game), (games.TRAJ_FILE, traj)):
     tmp = os.path.join(folder, file_name + ".tmp")
     with open(tmp, "w") as f:
       json.dump(record, f)
     os.replace(tmp, os.path.join(folder, file_name))
+
+
+def write_game(spec: sampling.GameSpec, folder: str, name: str) -> None:
+  """Writes a sampled game's two files into `folder`."""
+  write_records(folder, *game_records(spec, name))

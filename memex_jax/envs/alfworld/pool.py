@@ -104,6 +104,7 @@ class EnvPool:
     num_workers: how many episodes can run at once.
     step_timeout_s: deadline of a `step` batch; a worker that misses it is killed.
     reset_timeout_s: deadline of a `start` batch (loading a large game takes seconds).
+    restarts: how many workers have been replaced so far.
   """
 
   def __init__(self, env_factory: Callable[[], base.Env], num_workers: int,
@@ -133,9 +134,12 @@ class EnvPool:
     free = sorted(set(range(self.num_workers)) - set(self._slot_of.values()))
     if len(episodes) > len(free):
       raise ValueError(f"{len(episodes)} episodes but only {len(free)} free workers")
+    clashes = [e.episode_id for e in episodes if e.episode_id in self._slot_of]
+    if clashes or len({e.episode_id for e in episodes}) < len(episodes):
+      raise ValueError(f"episode ids must be new and distinct; running already: {clashes}")
     for episode, slot in zip(episodes, free):
-      if episode.episode_id in self._slot_of:
-        raise ValueError(f"episode {episode.episode_id} is already running")
+      if not self._workers[slot].process.is_alive():  # died while idle: no episode lost
+        self._respawn(slot)
       self._slot_of[episode.episode_id] = slot
     replies = self._exchange({e.episode_id: ("reset", e.task) for e in episodes},
                              self.reset_timeout_s)
@@ -210,10 +214,13 @@ class EnvPool:
     worker = self._workers[slot]
     worker.process.join(timeout=0.5)
     exitcode = worker.process.exitcode
-    worker.kill()
+    self._respawn(slot)
+    return reason if exitcode is None else f"{reason} (exit code {exitcode})"
+
+  def _respawn(self, slot: int) -> None:
+    self._workers[slot].kill()
     self._workers[slot] = _Worker(self._ctx, self._env_factory)
     self.restarts += 1
-    return reason if exitcode is None else f"{reason} (exit code {exitcode})"
 
   def close(self) -> None:
     for worker in self._workers:

@@ -175,8 +175,17 @@ def _walkthrough(plan: layouts.FloorPlan, task: Task, objects: tuple[Placement, 
   targets = [p for p in objects if p.kind == task.object_target]
   needed = 2 if task.task_type == "pick_two_obj_and_place" else 1
   goal_receptacle = None
+  lamp = next((p for p in objects if p.kind == task.toggle_target), None)
+
+  def cost(target: Placement) -> tuple[int, str]:
+    steps = planner.cost_to_use(target.receptacle_id)
+    if lamp is not None:  # walking on to the lamp is free if it stands at the same place
+      here = planner.receptacles[target.receptacle_id].location
+      steps += int(planner.receptacles[lamp.receptacle_id].location != here)
+    return steps, target.object_id
+
   for _ in range(needed):
-    best = min(targets, key=lambda p: (planner.cost_to_use(p.receptacle_id), p.object_id))
+    best = min(targets, key=cost)
     targets.remove(best)
     planner.use(best.receptacle_id)
     planner.steps.append(("take", best.object_id, best.receptacle_id))
@@ -185,8 +194,7 @@ def _walkthrough(plan: layouts.FloorPlan, task: Task, objects: tuple[Placement, 
       appliance = planner.cheapest([r.object_id for r in plan.receptacles_of(appliance_kind)])
       planner.walk_to(appliance)
       planner.steps.append((verb, best.object_id, appliance))
-    if task.task_type == "look_at_obj_in_light":
-      lamp = next(p for p in objects if p.kind == task.toggle_target)
+    if lamp is not None:
       planner.walk_to(lamp.receptacle_id)
       planner.steps.append(("use", lamp.object_id))
       continue

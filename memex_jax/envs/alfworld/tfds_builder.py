@@ -15,12 +15,12 @@ import json
 import os
 from typing import Any, Iterator
 
-from alfworld import info as alfworld_info
 import numpy as np
 import tensorflow_datasets as tfds
 
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld import layouts
+from memex_jax.envs.alfworld import pddl
 
 
 class AlfworldGames(tfds.core.GeneratorBasedBuilder):
@@ -93,20 +93,7 @@ def _text(value: Any) -> str:
 
 def materialize(record: dict[str, Any], folder: str) -> str:
   """Writes a record back as game.tw-pddl + traj_data.json in `folder`; returns the folder."""
-  with open(alfworld_info.ALFRED_PDDL_PATH) as f:
-    domain = f.read()
-  with open(alfworld_info.ALFRED_TWL2_PATH) as f:
-    grammar = f.read().replace("UNKNOWN GOAL", _text(record["task_text"]))
-  game = {
-      "pddl_domain": domain,
-      "grammar": grammar,
-      "pddl_problem": _text(record["pddl_problem"]),
-      "solvable": True,
-      "walkthrough": [_text(c) for c in record["walkthrough"]],
-  }
-  os.makedirs(folder, exist_ok=True)
-  with open(os.path.join(folder, games.GAME_FILE), "w") as f:
-    json.dump(game, f)
-  with open(os.path.join(folder, games.TRAJ_FILE), "w") as f:
-    f.write(_text(record["traj_data"]))
+  game = pddl.game_record(_text(record["pddl_problem"]), _text(record["task_text"]),
+                          [_text(c) for c in record["walkthrough"]])
+  pddl.write_records(folder, game, json.loads(_text(record["traj_data"])))
   return folder

@@ -4,12 +4,26 @@ import functools
 import json
 import os
 import signal
+import time
 
+import psutil
 import pytest
 
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld import pool as env_pool
+
+
+def _wait_until_dead(pid, timeout_s=10.0):
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    try:
+      if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+        return
+    except psutil.NoSuchProcess:
+      return
+    time.sleep(0.05)
+  raise AssertionError(f"process {pid} still running")
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +86,16 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   pool.step_timeout_s = 20.0
   (started,) = pool.start([env_pool.Episode(12, g1)])
   assert not started.failed
+  idle_victim = pool.worker_pid(12)
   for command in w1:
     (result,) = pool.step({12: command})
-  assert result.won
+  assert result.won and pool.running == []
+
+  # A worker that dies between episodes is replaced before the next one starts.
+  os.kill(idle_victim, signal.SIGKILL)
+  _wait_until_dead(idle_victim)
+  started = pool.start([env_pool.Episode(13, g0), env_pool.Episode(14, g2)])
+  assert not any(r.failed for r in started) and pool.restarts == 3
 
 
 def test_bad_requests_are_clear(pool, tmp_path):

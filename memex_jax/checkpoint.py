@@ -1,0 +1,183 @@
+"""Checkpoints of a training run: the train state (orbax) plus host-side state (JSON).
+
+One step directory holds two items: 'state', the train state pytree (params, optimizer state,
+step, rng) saved with orbax's sharded array format, and 'host', a JSON dict of what lives on the
+host, such as the next episode index and the sampler's rng key, so that a resumed run replays
+the same episodes. Saves are asynchronous and atomic (a step appears only once complete), so a
+run killed at any moment resumes from the last complete step. A step that cannot be restored
+(corrupt file, shape or dtype mismatch) is reported and skipped; nothing is ever deleted here
+except by `max_to_keep`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+_LOG = logging.getLogger(__name__)
+STATE_ITEM = "state"
+HOST_ITEM = "host"
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+  """A restored checkpoint.
+
+  Attributes:
+    step: the checkpoint's step.
+    state: the train state, placed on the target's shardings.
+    host: the JSON dict saved with it.
+    rejected: (step, reason) of each later checkpoint that could not be used, newest first.
+  """
+
+  step: int
+  state: Any
+  host: dict[str, Any]
+  rejected: tuple[tuple[int, str], ...] = ()
+
+
+def key_to_json(key: jax.Array) -> list[int]:
+  """A raw uint32 PRNG key (e.g. `jax.random.PRNGKey(0)`) as a JSON list."""
+  key = np.asarray(jax.device_get(key))
+  if key.dtype != np.uint32:
+    raise ValueError(f"key_to_json expects a raw uint32 PRNG key, got dtype {key.dtype}")
+  return key.tolist()
+
+
+def key_from_json(values: list[int]) -> jax.Array:
+  """The raw uint32 PRNG key that `key_to_json` wrote."""
+  return jax.numpy.asarray(np.asarray(values, np.uint32))
+
+
+def abstract_like(tree: Any) -> Any:
+  """ShapeDtypeStructs (with shardings) of a tree of arrays; ShapeDtypeStructs pass through."""
+
+  def one(x):
+    if isinstance(x, jax.ShapeDtypeStruct):
+      return x
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+
+  return jax.tree.map(one, tree)
+
+
+def _flat_by_path(tree: Any) -> dict[str, Any]:
+  """Leaves keyed by 'a/b/0' paths, the same for a train state and orbax's metadata tree."""
+  def name(k):
+    return str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))))
+
+  leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+  return {"/".join(name(k) for k in path): leaf for path, leaf in leaves}
+
+
+def _mismatch(saved: Any, target: Any) -> str | None:
+  """Why the saved arrays cannot fill `target` (tree, shape or dtype), or None if they can."""
+  saved, target = _flat_by_path(saved), _flat_by_path(target)
+  if saved.keys() != target.keys():
+    missing = sorted(target.keys() - saved.keys())[:3]
+    extra = sorted(saved.keys() - target.keys())[:3]
+    return f"tree structure differs (missing {missing}, unexpected {extra})"
+  for path, want in target.items():
+    got = saved[path]
+    if tuple(got.shape) != tuple(want.shape) or np.dtype(got.dtype) != np.dtype(want.dtype):
+      return (f"{path}: saved {np.dtype(got.dtype).name}{list(got.shape)}, expected "
+              f"{np.dtype(want.dtype).name}{list(want.shape)}")
+  return None
+
+
+class Checkpointer:
+  """Asynchronous, keep-N checkpoints of (train state, host JSON) under one directory.
+
+  Attributes:
+    directory: absolute path of the checkpoint root; each step is a sub-directory.
+  """
+
+  def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = 3,
+               async_save: bool = True):
+    """Opens (creating if needed) `directory`; `max_to_keep=None` keeps every step."""
+    self.directory = os.path.abspath(os.fspath(directory))
+    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                           enable_async_checkpointing=async_save)
+    # Handlers are declared up front so that a fresh process can read metadata before restoring.
+    self._manager = ocp.CheckpointManager(
+        self.directory, options=options,
+        item_handlers={STATE_ITEM: ocp.StandardCheckpointHandler(),
+                       HOST_ITEM: ocp.JsonCheckpointHandler()})
+
+  def save(self, step: int, state: Any, host: Mapping[str, Any] | None = None) -> bool:
+    """Starts saving `state` and `host` as `step`; returns False if orbax skips the step.
+
+    The state's arrays are copied before this returns, so the caller may donate them to the
+    next step right away; the files are written in the background (see `wait`).
+    """
+    host = dict(host or {})
+    try:
+      json.dumps(host)
+    except TypeError as e:
+      raise ValueError(f"checkpoint step {step}: host state is not JSON-serialisable: {e}") from None
+    return self._manager.save(step, args=ocp.args.Composite(
+        **{STATE_ITEM: ocp.args.StandardSave(state), HOST_ITEM: ocp.args.JsonSave(host)}))
+
+  def wait(self) -> None:
+    """Blocks until every started save is on disk."""
+    self._manager.wait_until_finished()
+
+  def steps(self) -> list[int]:
+    """The complete checkpoints' steps, oldest first."""
+    return sorted(self._manager.all_steps())
+
+  def restore(self, step: int, target: Any) -> tuple[Any, dict[str, Any]]:
+    """(state, host) of `step`, placed like `target`.
+
+    Args:
+      step: a step from `steps()`.
+      target: the train state's arrays or ShapeDtypeStructs (with shardings) to restore onto.
+
+    Raises:
+      ValueError: the saved tree, shapes or dtypes do not match `target`.
+      Exception: whatever orbax raises for unreadable files.
+    """
+    target = abstract_like(target)
+    saved = self._manager.item_metadata(step)[STATE_ITEM]
+    reason = _mismatch(getattr(saved, "tree", saved), target)
+    if reason is not None:
+      raise ValueError(reason)
+    restored = self._manager.restore(step, args=ocp.args.Composite(
+        **{STATE_ITEM: ocp.args.StandardRestore(target), HOST_ITEM: ocp.args.JsonRestore()}))
+    return restored[STATE_ITEM], dict(restored[HOST_ITEM] or {})
+
+  def restore_latest(self, target: Any) -> Restored | None:
+    """The newest checkpoint that restores onto `target`; None if there is none.
+
+    A checkpoint that fails (unreadable file, tree/shape/dtype mismatch) is logged as a warning
+    naming its step and the reason, left on disk, and the one before it is tried.
+    """
+    self.wait()
+    rejected = []
+    for step in reversed(self.steps()):
+      try:
+        state, host = self.restore(step, target)
+      except Exception as e:  # pylint: disable=broad-except
+        reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+        _LOG.warning("checkpoint step %d in %s cannot be restored (%s); trying the previous one",
+                        step, self.directory, reason)
+        rejected.append((step, reason))
+        continue
+      return Restored(step=step, state=state, host=host, rejected=tuple(rejected))
+    return None
+
+  def close(self) -> None:
+    """Waits for pending saves and releases orbax's background resources."""
+    self._manager.close()
+
+  def __enter__(self) -> "Checkpointer":
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    self.close()

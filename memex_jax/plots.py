@@ -1,0 +1,76 @@
+"""PNG plots of a run, in the spirit of the Memex paper's Figures 2-5.
+
+Training curves (rollout success, total penalty, working context, memory-tool calls per episode
+against the iteration) and an evaluation bar chart per memory regime.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from memex_jax import run_log  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+TRAINING_PANELS = (
+    ("rollout success", ("success",)),
+    ("total penalty", ("penalty",)),
+    ("working context (tokens)", ("peak_working", "mean_working")),
+    ("memory calls per episode", ("num_compress", "num_read")),
+)
+
+
+def plot_training(metrics_path: str | pathlib.Path, out_dir: str | pathlib.Path) -> pathlib.Path:
+  """Four panels of training curves from metrics.jsonl -> out_dir/training.png."""
+  records = run_log.read_log(metrics_path, kind="train")
+  fig, axes = plt.subplots(1, len(TRAINING_PANELS), figsize=(4.2 * len(TRAINING_PANELS), 3.4))
+  for ax, (title, keys) in zip(axes, TRAINING_PANELS):
+    for key in keys:
+      points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+      if points:
+        ax.plot(*zip(*points), marker="o", label=key)
+    ax.set_title(title)
+    ax.set_xlabel("iteration")
+    ax.grid(alpha=0.3)
+    if len(keys) > 1:
+      ax.legend()
+  fig.tight_layout()
+  return _save(fig, out_dir, "training.png")
+
+
+def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
+                    name: str = "evaluation.png") -> pathlib.Path:
+  """Bars of success (with standard errors), peak working context and memory calls per regime.
+
+  Each row holds `label`, `success`, `success_se`, `peak_working`, `num_compress`, `num_read`.
+  """
+  labels = [r["label"] for r in rows]
+  fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+  axes[0].bar(labels, [r["success"] for r in rows], yerr=[r.get("success_se", 0) for r in rows],
+              capsize=4)
+  axes[0].set_title("success rate")
+  axes[1].bar(labels, [r["peak_working"] for r in rows])
+  axes[1].set_title("peak working context (tokens)")
+  width = 0.4
+  x = range(len(rows))
+  axes[2].bar([i - width / 2 for i in x], [r["num_compress"] for r in rows], width, label="compress")
+  axes[2].bar([i + width / 2 for i in x], [r["num_read"] for r in rows], width, label="read")
+  axes[2].set_xticks(list(x), labels)
+  axes[2].set_title("memory calls per episode")
+  axes[2].legend()
+  for ax in axes:
+    ax.tick_params(axis="x", labelrotation=20)
+  fig.tight_layout()
+  return _save(fig, out_dir, name)
+
+
+def _save(fig, out_dir: str | pathlib.Path, name: str) -> pathlib.Path:
+  path = pathlib.Path(out_dir) / name
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path

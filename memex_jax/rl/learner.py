@@ -1,0 +1,218 @@
+"""The learner: train state, optimizer, logprob filling, one PPO/SFT step, one PPO iteration.
+
+`train_step` and `sft_step` are pure: configs and the optimizer are static (close over them or
+pass them as static jit arguments), the state and batch are array pytrees. A step whose loss
+or gradients are not finite leaves params and optimizer state bit-identical and reports
+`skipped = 1`, so one bad batch never ends a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
+from memex_jax.models.logprobs import chunked_logprobs
+from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.losses import LossConfig, policy_loss, sft_loss
+
+Array = jax.Array
+Metrics = dict[str, Array]
+StepFn = Callable[["TrainState", PackedBatch], tuple["TrainState", Metrics]]
+FillFn = Callable[[Any, PackedBatch], PackedBatch]
+LOGPROB_FIELDS = ("old_logprobs", "ref_logprobs")
+# Leaves that weight decay applies to; norm scales and biases are left alone.
+_DECAYED_LEAVES = ("kernel", "embedding")
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+  """Everything an update changes.
+
+  Attributes:
+    params: the policy's parameters.
+    opt_state: the optimizer's state.
+    step: [] int32, learner steps taken (skipped ones included).
+    rng: [2] uint32 raw PRNG key (minibatch permutations).
+  """
+
+  params: Any
+  opt_state: Any
+  step: Any
+  rng: Any
+
+  @classmethod
+  def create(cls, params: Any, optimizer: optax.GradientTransformation,
+             rng: Array) -> "TrainState":
+    return cls(params=params, opt_state=optimizer.init(params),
+               step=jnp.zeros((), jnp.int32), rng=rng)
+
+  def replace(self, **changes: Any) -> "TrainState":
+    return dataclasses.replace(self, **changes)
+
+
+def _decay_mask(params: Any) -> Any:
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: getattr(path[-1], "key", None) in _DECAYED_LEAVES, params)
+
+
+def make_optimizer(learning_rate: float | optax.Schedule = 5e-6, weight_decay: float = 0.1,
+                   clip_norm: float | None = 1.0, b1: float = 0.9, b2: float = 0.999,
+                   eps: float = 1e-8, warmup_steps: int = 0) -> optax.GradientTransformation:
+  """AdamW (decay on kernels and embeddings only) after global-norm gradient clipping.
+
+  Args:
+    learning_rate: peak rate or an optax schedule (Memex: 5e-6).
+    weight_decay: decoupled weight decay (Memex: 0.1).
+    clip_norm: global gradient norm cap; None disables clipping.
+    b1, b2, eps: Adam moments.
+    warmup_steps: linear warm-up from 0 to a constant learning_rate (ignored for schedules).
+  """
+  if warmup_steps and not callable(learning_rate):
+    learning_rate = optax.linear_schedule(0.0, learning_rate, warmup_steps)
+  adamw = optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
+                      mask=_decay_mask)
+  if clip_norm is None:
+    return adamw
+  return optax.chain(optax.clip_by_global_norm(clip_norm), adamw)
+
+
+def token_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
+                   temperature: float = 1.0, chunk_size: int = 512) -> tuple[Array, Array]:
+  """(logprobs [B T], entropy [B T]) of each token given its segment's prefix.
+
+  Position t holds log pi(tokens[t] | tokens[:t]) and the entropy of that distribution; the
+  first token of every packed segment has nothing before it and gets 0 in both.
+  """
+  model = transformer.Transformer(model_cfg)
+  hidden, _ = model.apply({"params": params}, batch.tokens, batch.positions,
+                          segment_ids=batch.segment_ids, return_hidden=True)  # B T D
+  kernel = transformer.head_kernel(params, model_cfg)
+  logp, entropy = chunked_logprobs(hidden[:, :-1], kernel, batch.tokens[:, 1:], temperature,
+                                   chunk_size)  # B T-1
+  seg = batch.segment_ids
+  starts = jnp.pad(seg[:, 1:] != seg[:, :-1], ((0, 0), (1, 0)), constant_values=True)  # B T
+  shift = lambda x: jnp.where(starts, 0.0, jnp.pad(x, ((0, 0), (1, 0))))
+  return shift(logp), shift(entropy)
+
+
+@functools.partial(jax.jit, static_argnames=("model_cfg", "field", "temperature", "chunk_size"))
+def fill_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
+                  field: str = "old_logprobs", temperature: float = 1.0,
+                  chunk_size: int = 512) -> PackedBatch:
+  """The batch with `field` ('old_logprobs' or 'ref_logprobs') set to the model's logprobs.
+
+  For the reference, pass the frozen reference params and their config (which may be int4).
+  """
+  if field not in LOGPROB_FIELDS:
+    raise ValueError(f"fill_logprobs: field={field!r}; expected one of {LOGPROB_FIELDS}")
+  logp, _ = token_logprobs(model_cfg, params, batch, temperature, chunk_size)
+  return batch.replace(**{field: logp})
+
+
+def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState, loss: Array,
+                     grads: Any, metrics: Metrics) -> tuple[TrainState, Metrics]:
+  """One optimizer update, or none (state bit-identical but step + 1) if anything is not finite."""
+  finite = jnp.isfinite(loss)
+  for g in jax.tree.leaves(grads):
+    finite = finite & jnp.all(jnp.isfinite(g))
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  keep = lambda new, old: jnp.where(finite, new, old)
+  state = state.replace(params=jax.tree.map(keep, params, state.params),
+                        opt_state=jax.tree.map(keep, opt_state, state.opt_state),
+                        step=state.step + 1)
+  metrics = dict(metrics, grad_norm=optax.global_norm(grads),
+                 skipped=jnp.logical_not(finite).astype(jnp.int32))
+  return state, metrics
+
+
+def train_step(model_cfg: ModelConfig, loss_cfg: LossConfig,
+               optimizer: optax.GradientTransformation, state: TrainState,
+               batch: PackedBatch) -> tuple[TrainState, Metrics]:
+  """One MemexRL update on a batch whose old (and reference) logprobs are filled."""
+
+  def loss_fn(params):
+    logp, entropy = token_logprobs(model_cfg, params, batch, loss_cfg.temperature,
+                                   loss_cfg.logit_chunk)
+    return policy_loss(logp, batch, loss_cfg, entropy)
+
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  return _apply_if_finite(optimizer, state, loss, grads, metrics)
+
+
+def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
+             state: TrainState, batch: PackedBatch) -> tuple[TrainState, Metrics]:
+  """One supervised update: mean NLL of the trained tokens (the SFT warm start)."""
+
+  def loss_fn(params):
+    logp, _ = token_logprobs(model_cfg, params, batch)
+    return sft_loss(logp, batch)
+
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  return _apply_if_finite(optimizer, state, loss, grads, metrics)
+
+
+# Jitted with the configs and optimizer static (all hashable), so one compile serves a run.
+jit_train_step = jax.jit(train_step, static_argnums=(0, 1, 2))
+jit_sft_step = jax.jit(sft_step, static_argnums=(0, 1))
+
+
+def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
+                  optimizer: optax.GradientTransformation, state: TrainState,
+                  batch: PackedBatch, *, num_epochs: int = 1, num_minibatches: int = 1,
+                  step_fn: StepFn | None = None,
+                  fill_old_fn: FillFn | None = None) -> tuple[TrainState, PackedBatch, dict]:
+  """Recomputes old logprobs once, then runs num_epochs x num_minibatches updates.
+
+  Each epoch splits the B rows into num_minibatches equal minibatches along a permutation drawn
+  from state.rng (so a resumed run replays the same split). Reference logprobs must already be
+  in the batch when loss_cfg.kl_coef > 0.
+
+  Args:
+    model_cfg, loss_cfg, optimizer: static configuration.
+    state: the train state.
+    batch: [B T] packed batch; B must divide by num_minibatches.
+    num_epochs: passes over the batch.
+    num_minibatches: updates per pass.
+    step_fn: (state, minibatch) -> (state, metrics); defaults to the jitted `train_step`
+      (pass a sharded one to run on a mesh).
+    fill_old_fn: (params, batch) -> batch with old logprobs; defaults to `fill_logprobs`.
+
+  Returns:
+    (state, batch with old logprobs, metrics): means over the updates, except `skipped`
+    (summed) and `num_updates`.
+  """
+  b = batch.tokens.shape[0]
+  if num_epochs < 1 or num_minibatches < 1 or b % num_minibatches:
+    raise ValueError(f"ppo_iteration: {b} rows cannot be split into num_minibatches="
+                     f"{num_minibatches} equal parts for num_epochs={num_epochs}")
+  if step_fn is None:
+    step_fn = functools.partial(jit_train_step, model_cfg, loss_cfg, optimizer)
+  if fill_old_fn is None:
+    fill_old_fn = lambda params, batch: fill_logprobs(
+        model_cfg, params, batch, temperature=loss_cfg.temperature,
+        chunk_size=loss_cfg.logit_chunk)
+  batch = fill_old_fn(state.params, batch)
+  rng, perm_rng = jax.random.split(state.rng)
+  state = state.replace(rng=rng)
+  history = []
+  for epoch in range(num_epochs):
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(perm_rng, epoch), b))
+    for rows in np.split(order, num_minibatches):
+      minibatch = jax.tree.map(lambda x, rows=rows: x[rows], batch)
+      state, metrics = step_fn(state, minibatch)
+      history.append(metrics)
+  history = jax.device_get(history)
+  summary = {k: float(np.mean([m[k] for m in history])) for k in history[0]}
+  summary["skipped"] = int(sum(int(m["skipped"]) for m in history))
+  summary["num_updates"] = len(history)
+  return state, batch, summary

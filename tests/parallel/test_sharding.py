@@ -1,0 +1,134 @@
+"""A sharded train step and sharded generation on a (2, 2, 2) mesh equal their one-device runs."""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from memex_jax.models import config
+from memex_jax.models import transformer
+from memex_jax.parallel import mesh as mesh_lib
+from memex_jax.parallel import sharding
+from memex_jax.rl import learner
+from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.losses import LossConfig
+from memex_jax.sampling import decode
+from memex_jax.sampling import stops
+
+CFG = config.tiny("qwen2")
+LOSS = LossConfig()
+
+
+@pytest.fixture(scope="module")
+def mesh():
+  return mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, fsdp=2, tensor=2))
+
+
+@pytest.fixture(scope="module")
+def params():
+  ids = jnp.zeros((1, 1), jnp.int32)
+  boxed = transformer.Transformer(CFG).init(jax.random.PRNGKey(0), ids, ids)["params"]
+  return nn.meta.unbox(boxed)
+
+
+def _batch(params, b=8, t=16):
+  """Two packed segments per row, random advantages, logprobs filled by the model itself."""
+  rng = np.random.default_rng(0)
+  half = t // 2
+  positions = np.tile(np.concatenate([np.arange(half), np.arange(t - half)]), (b, 1))
+  batch = PackedBatch(
+      tokens=rng.integers(1, CFG.vocab_size, (b, t)).astype(np.int32),
+      positions=positions.astype(np.int32),
+      segment_ids=np.tile(np.repeat([1, 2], [half, t - half]), (b, 1)).astype(np.int32),
+      loss_mask=(positions >= 2).astype(np.float32),
+      rollout_logprobs=np.zeros((b, t), np.float32), old_logprobs=np.zeros((b, t), np.float32),
+      ref_logprobs=np.zeros((b, t), np.float32),
+      advantages=np.repeat(rng.normal(size=(b, 1)), t, axis=1).astype(np.float32),
+      trajectory_ids=np.repeat(np.arange(b)[:, None], t, axis=1).astype(np.int32))
+  old = np.asarray(learner.fill_logprobs(CFG, params, batch).old_logprobs)
+  noise = rng.normal(scale=0.05, size=old.shape).astype(np.float32)
+  return batch.replace(old_logprobs=old, rollout_logprobs=old + noise, ref_logprobs=old - noise)
+
+
+@pytest.fixture(scope="module")
+def one_step(mesh, params):
+  """(single-device result, sharded result, sharded input state, batch, jitted sharded step)."""
+  optimizer = learner.make_optimizer(1e-3)
+  batch = _batch(params)
+  state = learner.TrainState.create(params, optimizer, jax.random.PRNGKey(1))
+  expected = learner.jit_train_step(CFG, LOSS, optimizer, state, batch)
+
+  params_sh = sharding.param_shardings(CFG, mesh)
+  state_sh = sharding.train_state_shardings(state, mesh, params_sh, optimizer)
+  batch_sh = sharding.batch_shardings(batch, mesh)
+  step = sharding.shard_step(functools.partial(learner.train_step, CFG, LOSS, optimizer), mesh,
+                             state_sh, batch_sh)
+  sharded_state = jax.device_put(state, state_sh)
+  sharded_batch = sharding.put_batch(batch, batch_sh)
+  lowered = step.lower(sharded_state, sharded_batch).as_text()
+  got = step(sharded_state, sharded_batch)
+  return expected, got, lowered
+
+
+def test_sharded_train_step_equals_single_device_step(one_step):
+  (want_state, want_metrics), (got_state, got_metrics), _ = one_step
+  assert float(want_metrics["grad_norm"]) > 0
+  np.testing.assert_allclose(got_metrics["loss"], want_metrics["loss"], atol=1e-5, rtol=0)
+  for key in want_metrics:
+    np.testing.assert_allclose(got_metrics[key], want_metrics[key], atol=1e-5, rtol=1e-5, err_msg=key)
+  flat_want = jax.tree_util.tree_leaves_with_path(want_state.params)
+  for (path, want), got in zip(flat_want, jax.tree.leaves(got_state.params)):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5, rtol=0,
+                               err_msg=jax.tree_util.keystr(path))
+  assert int(got_state.step) == 1
+
+
+def test_state_stays_sharded_across_the_step(one_step):
+  _, (state, metrics), _ = one_step
+  q = state.params["layers"]["attn"]["q_proj"]["kernel"]  # L D H*Dh = 2 64 64
+  assert q.sharding.spec == P(None, "fsdp", "tensor")
+  assert q.addressable_shards[0].data.shape == (2, 32, 32)
+  assert state.params["embed"]["embedding"].sharding.spec == P("tensor", "fsdp")
+  adam = state.opt_state[1][0]
+  assert adam.mu["layers"]["attn"]["q_proj"]["kernel"].sharding.spec == P(None, "fsdp", "tensor")
+  assert adam.count.sharding.spec == P()
+  assert metrics["loss"].sharding.spec == P()
+
+
+def test_activation_rules_reach_the_compiled_step(one_step):
+  *_, lowered = one_step
+  constraints = [line for line in lowered.splitlines() if "sharding_constraint" in line]
+  assert any('{"data", "fsdp"}' in line for line in constraints)
+  assert any('{"tensor"}' in line for line in constraints)
+
+
+def test_indivisible_batch_is_a_one_line_error(mesh, params):
+  batch = jax.tree.map(lambda x: x[:6], _batch(params))
+  with pytest.raises(ValueError, match=r"batch field tokens of size 6 is not divisible by "
+                     r"data\*fsdp = 2\*2 = 4"):
+    sharding.batch_shardings(batch, mesh)
+
+
+def test_sharded_generate_equals_single_device(mesh, params):
+  b, prompt_len, slots, new = 4, 5, 16, 6
+  table = stops.build_stop_table([chr(33 + i % 90) for i in range(CFG.vocab_size)], ["}}"], [1])
+  prompt = np.random.default_rng(2).integers(2, CFG.vocab_size, (b, prompt_len)).astype(np.int32)
+  args = (table, jnp.asarray(prompt), jnp.zeros((b,), jnp.int32),
+          jnp.asarray([5, 3, 4, 5], jnp.int32), jnp.full((b,), new, jnp.int32),
+          jax.random.PRNGKey(3), jnp.float32(0.0), jnp.float32(1.0))
+  want = decode.generate(CFG, params, transformer.init_cache(CFG, b, slots), *args,
+                         max_new_tokens=new)
+
+  params_sh = sharding.param_shardings(CFG, mesh)
+  generate = sharding.shard_generate(CFG, mesh, params_sh, new)
+  cache = jax.device_put(transformer.init_cache(CFG, b, slots), sharding.cache_sharding(mesh))
+  got = generate(jax.device_put(params, params_sh), cache, *args)
+  np.testing.assert_array_equal(got.tokens, want.tokens)
+  np.testing.assert_array_equal(got.num_tokens, want.num_tokens)
+  np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
+  np.testing.assert_allclose(got.cache["k"], want.cache["k"], atol=1e-5)
+  assert got.cache["k"].sharding.spec == P(None, ("data", "fsdp"))

@@ -1,0 +1,143 @@
+"""The learner on a tiny model: logprobs, optimizer, PPO/SFT steps, NaN skipping, iterations."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memex_jax.models.logprobs import sequence_logprobs
+from memex_jax.rl import batch as batch_lib
+from memex_jax.rl import learner
+from memex_jax.rl.losses import LossConfig
+
+B, T = 4, 16
+LOSS = LossConfig()  # the paper's defaults: clip 0.2 / 0.28, TIS cap 2, KL 0.001
+
+
+@pytest.fixture(scope="module")
+def packed(make_segment, tiny_model):
+  """Eight segments of four trajectories in [4, 16]: prompt tokens untrained, advantage +1,
+  rollout and reference logprobs equal to the initial model's (a matched sampler)."""
+  cfg, params = tiny_model
+  rng = np.random.default_rng(1)
+  segs = []
+  for i, n in enumerate([9, 7, 8, 6, 10, 5, 7, 8]):
+    mask = np.r_[np.zeros(3), np.ones(n - 3)]
+    segs.append(make_segment(rng.integers(1, cfg.vocab_size, n), mask, trajectory_id=i // 2,
+                             segment_index=i % 2))
+  batch, stats = batch_lib.pack_segments(segs, {t: 1.0 for t in range(4)}, B, T)
+  assert stats.num_packed == 8 and not stats.leftovers
+  batch = learner.fill_logprobs(cfg, params, batch, field="ref_logprobs")
+  return batch.replace(rollout_logprobs=batch.ref_logprobs)
+
+
+@pytest.fixture(scope="module")
+def optimizer():
+  return learner.make_optimizer(learning_rate=3e-3, weight_decay=0.1, clip_norm=1.0)
+
+
+def fresh_state(params, optimizer):
+  return learner.TrainState.create(params, optimizer, jax.random.PRNGKey(7))
+
+
+def test_fill_logprobs_matches_the_model_and_entropy_is_aligned(tiny_model, packed):
+  cfg, params = tiny_model
+  filled = learner.fill_logprobs(cfg, params, packed)
+  expected = jax.jit(sequence_logprobs, static_argnums=0)(
+      cfg, params, packed.tokens, packed.positions, packed.segment_ids)
+  np.testing.assert_allclose(filled.old_logprobs, expected, atol=1e-5)
+  np.testing.assert_allclose(filled.ref_logprobs, packed.ref_logprobs)  # untouched field
+  _, entropy = jax.jit(learner.token_logprobs, static_argnums=0)(cfg, params, packed)
+  real = np.asarray(packed.segment_ids) > 0
+  starts = (np.asarray(packed.positions) == 0) & real
+  assert not np.asarray(entropy)[starts].any()
+  # A random tiny model is close to uniform over its 256 tokens.
+  inside = np.asarray(entropy)[~starts & real]
+  assert 0.9 * np.log(cfg.vocab_size) < inside.min() <= inside.max() <= np.log(cfg.vocab_size)
+  with pytest.raises(ValueError, match="field='rollout_logprobs'"):
+    learner.fill_logprobs(cfg, params, packed, field="rollout_logprobs")
+
+
+def test_weight_decay_applies_to_kernels_and_embeddings_only(tiny_model):
+  _, params = tiny_model
+  opt = learner.make_optimizer(learning_rate=0.5, weight_decay=0.1, clip_norm=None)
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  updates, _ = opt.update(zeros, opt.init(params), params)
+  np.testing.assert_allclose(updates["embed"]["embedding"], -0.05 * params["embed"]["embedding"],
+                             rtol=1e-6)
+  kernel = params["layers"]["mlp"]["up_proj"]["kernel"]
+  np.testing.assert_allclose(updates["layers"]["mlp"]["up_proj"]["kernel"], -0.05 * kernel,
+                             rtol=1e-6)
+  assert not np.asarray(updates["final_norm"]["scale"]).any()
+
+
+def test_train_steps_lower_the_loss_on_positive_advantages(tiny_model, packed, optimizer):
+  cfg, params = tiny_model
+  batch = learner.fill_logprobs(cfg, params, packed)
+  state = fresh_state(params, optimizer)
+  losses = []
+  for _ in range(4):
+    state, metrics = learner.jit_train_step(cfg, LOSS, optimizer, state, batch)
+    losses.append(float(metrics["loss"]))
+    assert int(metrics["skipped"]) == 0 and float(metrics["grad_norm"]) > 0
+  assert losses[0] == pytest.approx(-1.0, abs=1e-4)  # ratio 1, TIS weight 1, KL 0
+  assert all(b < a for a, b in zip(losses, losses[1:])), losses
+  assert int(state.step) == 4
+  after = learner.fill_logprobs(cfg, state.params, batch)
+  mask = np.asarray(batch.loss_mask) > 0
+  assert np.asarray(after.old_logprobs)[mask].mean() > np.asarray(batch.old_logprobs)[mask].mean()
+
+
+def test_non_finite_step_is_skipped_and_leaves_state_bit_identical(tiny_model, packed,
+                                                                   optimizer):
+  cfg, params = tiny_model
+  batch = learner.fill_logprobs(cfg, params, packed)
+  trained = np.argwhere(np.asarray(batch.loss_mask) > 0)[0]
+  poisoned = batch.replace(advantages=batch.advantages.at[tuple(trained)].set(jnp.inf))
+  state = fresh_state(params, optimizer)
+  new_state, metrics = learner.jit_train_step(cfg, LOSS, optimizer, state, poisoned)
+  assert int(metrics["skipped"]) == 1 and int(new_state.step) == 1
+  for new, old in zip(jax.tree.leaves((new_state.params, new_state.opt_state)),
+                      jax.tree.leaves((state.params, state.opt_state))):
+    np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+  recovered, metrics = learner.jit_train_step(cfg, LOSS, optimizer, new_state, batch)
+  assert int(metrics["skipped"]) == 0
+  assert not np.array_equal(recovered.params["embed"]["embedding"], params["embed"]["embedding"])
+
+
+@pytest.mark.slow
+def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimizer):
+  cfg, params = tiny_model
+  state = fresh_state(params, optimizer)
+  seen = []
+
+  def recording_step(state, minibatch):
+    seen.append(np.asarray(minibatch.tokens))
+    return learner.jit_train_step(cfg, LOSS, optimizer, state, minibatch)
+
+  new_state, filled, metrics = learner.ppo_iteration(
+      cfg, LOSS, optimizer, state, packed, num_epochs=2, num_minibatches=2,
+      step_fn=recording_step)
+  assert metrics["num_updates"] == 4 and int(new_state.step) == 4 and metrics["skipped"] == 0
+  assert all(m.shape == (B // 2, T) for m in seen)
+  rows = {tuple(r) for r in np.asarray(packed.tokens)}
+  for epoch in (seen[:2], seen[2:]):  # every epoch visits each row exactly once
+    visited = [tuple(r) for m in epoch for r in m]
+    assert len(visited) == B and set(visited) == rows
+  # Old logprobs were recomputed once, from the parameters before the first update.
+  expected = learner.fill_logprobs(cfg, params, packed).old_logprobs
+  np.testing.assert_array_equal(filled.old_logprobs, expected)
+  assert not np.array_equal(new_state.rng, state.rng)
+  with pytest.raises(ValueError, match="num_minibatches=3"):
+    learner.ppo_iteration(cfg, LOSS, optimizer, state, packed, num_minibatches=3)
+
+
+def test_sft_steps_lower_the_nll(tiny_model, packed, optimizer):
+  cfg, params = tiny_model
+  state = fresh_state(params, optimizer)
+  losses = []
+  for _ in range(3):
+    state, metrics = learner.jit_sft_step(cfg, optimizer, state, packed)
+    losses.append(float(metrics["loss"]))
+  assert losses[0] == pytest.approx(np.log(cfg.vocab_size), rel=0.05)
+  assert losses[2] < losses[1] < losses[0], losses
