@@ -120,7 +120,8 @@ class Checkpointer:
     try:
       json.dumps(host)
     except TypeError as e:
-      raise ValueError(f"checkpoint step {step}: host state is not JSON-serialisable: {e}") from None
+      raise ValueError(
+          f"checkpoint step {step}: host state is not JSON-serialisable: {e}") from None
     return self._manager.save(step, args=ocp.args.Composite(
         **{STATE_ITEM: ocp.args.StandardSave(state), HOST_ITEM: ocp.args.JsonSave(host)}))
 

@@ -92,7 +92,8 @@ def batch_shardings(batch: Any, mesh: Mesh) -> Any:
   def one(path, leaf):
     where = rules_lib.path_name(path) or "batch"
     if not leaf.shape:
-      raise ValueError(f"batch field {where} is a scalar; every batch field needs a batch dimension")
+      raise ValueError(f"batch field {where} is a scalar; every batch field needs a batch "
+                       "dimension")
     mesh_lib.check_batch_size(leaf.shape[0], mesh, name=f"batch field {where} of size")
     return NamedSharding(mesh, P(mesh_lib.BATCH_AXES))
 

@@ -3,7 +3,7 @@
 `train_step` and `sft_step` are pure: configs and the optimizer are static (close over them or
 pass them as static jit arguments), the state and batch are array pytrees. A step whose loss
 or gradients are not finite leaves params and optimizer state bit-identical and reports
-`skipped = 1`, so one bad batch never ends a run.
+`skipped = 1` (and `nonfinite = 1`), so one bad batch never ends a run.
 """
 
 from __future__ import annotations
@@ -118,20 +118,28 @@ def fill_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
   return batch.replace(**{field: logp})
 
 
-def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState, loss: Array,
-                     grads: Any, metrics: Metrics) -> tuple[TrainState, Metrics]:
-  """One optimizer update, or none (state bit-identical but step + 1) if anything is not finite."""
+def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState,
+                     batch: PackedBatch, loss: Array, grads: Any,
+                     metrics: Metrics) -> tuple[TrainState, Metrics]:
+  """One optimizer update, or none if loss or gradients are not finite or nothing is trained.
+
+  A skipped update leaves params and optimizer state bit-identical (only `step` advances); an
+  all-padding minibatch is skipped too, since AdamW would still decay the weights on it.
+  """
   finite = jnp.isfinite(loss)
   for g in jax.tree.leaves(grads):
     finite = finite & jnp.all(jnp.isfinite(g))
+  apply = finite & (jnp.sum(batch.loss_mask) > 0)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  keep = lambda new, old: jnp.where(finite, new, old)
+  keep = lambda new, old: jnp.where(apply, new, old)
   state = state.replace(params=jax.tree.map(keep, params, state.params),
                         opt_state=jax.tree.map(keep, opt_state, state.opt_state),
                         step=state.step + 1)
-  metrics = dict(metrics, grad_norm=optax.global_norm(grads),
-                 skipped=jnp.logical_not(finite).astype(jnp.int32))
+  grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+  metrics = dict(metrics, grad_norm=grad_norm,
+                 skipped=jnp.logical_not(apply).astype(jnp.int32),
+                 nonfinite=jnp.logical_not(finite).astype(jnp.int32))
   return state, metrics
 
 
@@ -146,7 +154,7 @@ def train_step(model_cfg: ModelConfig, loss_cfg: LossConfig,
     return policy_loss(logp, batch, loss_cfg, entropy)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  return _apply_if_finite(optimizer, state, loss, grads, metrics)
+  return _apply_if_finite(optimizer, state, batch, loss, grads, metrics)
 
 
 def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
@@ -158,7 +166,7 @@ def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
     return sft_loss(logp, batch)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  return _apply_if_finite(optimizer, state, loss, grads, metrics)
+  return _apply_if_finite(optimizer, state, batch, loss, grads, metrics)
 
 
 # Jitted with the configs and optimizer static (all hashable), so one compile serves a run.
@@ -188,13 +196,17 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
     fill_old_fn: (params, batch) -> batch with old logprobs; defaults to `fill_logprobs`.
 
   Returns:
-    (state, batch with old logprobs, metrics): means over the updates, except `skipped`
-    (summed) and `num_updates`.
+    (state, batch with old logprobs, metrics): means over the updates, except `skipped` and
+    `nonfinite` (summed) and `num_updates`.
   """
   b = batch.tokens.shape[0]
   if num_epochs < 1 or num_minibatches < 1 or b % num_minibatches:
     raise ValueError(f"ppo_iteration: {b} rows cannot be split into num_minibatches="
                      f"{num_minibatches} equal parts for num_epochs={num_epochs}")
+  trained = np.asarray(batch.loss_mask) > 0
+  if loss_cfg.kl_coef and not np.any(np.asarray(batch.ref_logprobs)[trained]):
+    raise ValueError("ppo_iteration: kl_coef > 0 but batch.ref_logprobs is all zeros on the "
+                     "trained tokens; fill it with fill_logprobs(..., field='ref_logprobs')")
   if step_fn is None:
     step_fn = functools.partial(jit_train_step, model_cfg, loss_cfg, optimizer)
   if fill_old_fn is None:
@@ -213,6 +225,7 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
       history.append(metrics)
   history = jax.device_get(history)
   summary = {k: float(np.mean([m[k] for m in history])) for k in history[0]}
-  summary["skipped"] = int(sum(int(m["skipped"]) for m in history))
+  for key in ("skipped", "nonfinite"):
+    summary[key] = int(sum(int(m[key]) for m in history))
   summary["num_updates"] = len(history)
   return state, batch, summary

@@ -1,4 +1,4 @@
-"""maybe_initialize: a no-op on one host, a real 2-process JAX runtime when the variables are set."""
+"""maybe_initialize: a no-op on one host, a real 2-process runtime when the variables are set."""
 
 import os
 import socket
@@ -42,9 +42,11 @@ def test_two_processes_join_one_runtime():
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device per process
   env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
              JAX_NUM_PROCESSES="2")
-  children = [subprocess.Popen([sys.executable, "-c", _CHILD], env=dict(env, JAX_PROCESS_ID=str(i)),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  children = [subprocess.Popen([sys.executable, "-c", _CHILD],
+                               env=dict(env, JAX_PROCESS_ID=str(i)), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
               for i in range(2)]
   outputs = [child.communicate(timeout=120)[0] for child in children]
-  results = sorted(line for out in outputs for line in out.splitlines() if line.startswith("RESULT"))
+  lines = [line for out in outputs for line in out.splitlines()]
+  results = sorted(line for line in lines if line.startswith("RESULT"))
   assert results == ["RESULT 0 2 2", "RESULT 1 2 2"], outputs

@@ -17,8 +17,8 @@ def mesh():
 
 def test_param_rules_on_the_tiny_model(mesh):
   shapes, logical = sharding.abstract_params(config.tiny("qwen2"))
-  specs = jax.tree.map(lambda s: s.spec, rules.logical_to_shardings(logical, mesh, rules.PARAM_RULES,
-                                                                    shapes))
+  shardings = rules.logical_to_shardings(logical, mesh, rules.PARAM_RULES, shapes)
+  specs = jax.tree.map(lambda s: s.spec, shardings)
   assert specs["embed"]["embedding"] == P("tensor", "fsdp")
   assert specs["lm_head"]["kernel"] == P("fsdp", "tensor")
   assert specs["layers"]["attn"]["q_proj"]["kernel"] == P(None, "fsdp", "tensor")

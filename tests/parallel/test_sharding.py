@@ -69,17 +69,19 @@ def one_step(mesh, params):
                              state_sh, batch_sh)
   sharded_state = jax.device_put(state, state_sh)
   sharded_batch = sharding.put_batch(batch, batch_sh)
-  lowered = step.lower(sharded_state, sharded_batch).as_text()
-  got = step(sharded_state, sharded_batch)
-  return expected, got, lowered
+  lowered = step.lower(sharded_state, sharded_batch)
+  got = lowered.compile()(sharded_state, sharded_batch)
+  return expected, got, lowered.as_text()
 
 
+@pytest.mark.slow
 def test_sharded_train_step_equals_single_device_step(one_step):
   (want_state, want_metrics), (got_state, got_metrics), _ = one_step
   assert float(want_metrics["grad_norm"]) > 0
   np.testing.assert_allclose(got_metrics["loss"], want_metrics["loss"], atol=1e-5, rtol=0)
   for key in want_metrics:
-    np.testing.assert_allclose(got_metrics[key], want_metrics[key], atol=1e-5, rtol=1e-5, err_msg=key)
+    np.testing.assert_allclose(got_metrics[key], want_metrics[key], atol=1e-5, rtol=1e-5,
+                               err_msg=key)
   flat_want = jax.tree_util.tree_leaves_with_path(want_state.params)
   for (path, want), got in zip(flat_want, jax.tree.leaves(got_state.params)):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5, rtol=0,
@@ -87,6 +89,7 @@ def test_sharded_train_step_equals_single_device_step(one_step):
   assert int(got_state.step) == 1
 
 
+@pytest.mark.slow
 def test_state_stays_sharded_across_the_step(one_step):
   _, (state, metrics), _ = one_step
   q = state.params["layers"]["attn"]["q_proj"]["kernel"]  # L D H*Dh = 2 64 64
@@ -99,6 +102,7 @@ def test_state_stays_sharded_across_the_step(one_step):
   assert metrics["loss"].sharding.spec == P()
 
 
+@pytest.mark.slow
 def test_activation_rules_reach_the_compiled_step(one_step):
   *_, lowered = one_step
   constraints = [line for line in lowered.splitlines() if "sharding_constraint" in line]
@@ -113,6 +117,7 @@ def test_indivisible_batch_is_a_one_line_error(mesh, params):
     sharding.batch_shardings(batch, mesh)
 
 
+@pytest.mark.slow
 def test_sharded_generate_equals_single_device(mesh, params):
   b, prompt_len, slots, new = 4, 5, 16, 6
   table = stops.build_stop_table([chr(33 + i % 90) for i in range(CFG.vocab_size)], ["}}"], [1])

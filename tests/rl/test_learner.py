@@ -33,11 +33,16 @@ def packed(make_segment, tiny_model):
 
 @pytest.fixture(scope="module")
 def optimizer():
-  return learner.make_optimizer(learning_rate=3e-3, weight_decay=0.1, clip_norm=1.0)
+  return learner.make_optimizer(learning_rate=3e-4, weight_decay=0.1, clip_norm=1.0)
 
 
 def fresh_state(params, optimizer):
   return learner.TrainState.create(params, optimizer, jax.random.PRNGKey(7))
+
+
+def first_rows(batch):
+  """The minibatch shape ppo_iteration uses below, so one compiled train step serves all."""
+  return jax.tree.map(lambda x: x[:B // 2], batch)
 
 
 def test_fill_logprobs_matches_the_model_and_entropy_is_aligned(tiny_model, packed):
@@ -62,7 +67,7 @@ def test_weight_decay_applies_to_kernels_and_embeddings_only(tiny_model):
   _, params = tiny_model
   opt = learner.make_optimizer(learning_rate=0.5, weight_decay=0.1, clip_norm=None)
   zeros = jax.tree.map(jnp.zeros_like, params)
-  updates, _ = opt.update(zeros, opt.init(params), params)
+  updates, _ = jax.jit(opt.update)(zeros, opt.init(params), params)
   np.testing.assert_allclose(updates["embed"]["embedding"], -0.05 * params["embed"]["embedding"],
                              rtol=1e-6)
   kernel = params["layers"]["mlp"]["up_proj"]["kernel"]
@@ -73,7 +78,7 @@ def test_weight_decay_applies_to_kernels_and_embeddings_only(tiny_model):
 
 def test_train_steps_lower_the_loss_on_positive_advantages(tiny_model, packed, optimizer):
   cfg, params = tiny_model
-  batch = learner.fill_logprobs(cfg, params, packed)
+  batch = first_rows(learner.fill_logprobs(cfg, params, packed))
   state = fresh_state(params, optimizer)
   losses = []
   for _ in range(4):
@@ -91,21 +96,30 @@ def test_train_steps_lower_the_loss_on_positive_advantages(tiny_model, packed, o
 def test_non_finite_step_is_skipped_and_leaves_state_bit_identical(tiny_model, packed,
                                                                    optimizer):
   cfg, params = tiny_model
-  batch = learner.fill_logprobs(cfg, params, packed)
+  batch = first_rows(learner.fill_logprobs(cfg, params, packed))
   trained = np.argwhere(np.asarray(batch.loss_mask) > 0)[0]
   poisoned = batch.replace(advantages=batch.advantages.at[tuple(trained)].set(jnp.inf))
   state = fresh_state(params, optimizer)
   new_state, metrics = learner.jit_train_step(cfg, LOSS, optimizer, state, poisoned)
-  assert int(metrics["skipped"]) == 1 and int(new_state.step) == 1
-  for new, old in zip(jax.tree.leaves((new_state.params, new_state.opt_state)),
-                      jax.tree.leaves((state.params, state.opt_state))):
-    np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+  assert int(metrics["skipped"]) == 1 and int(metrics["nonfinite"]) == 1
+  assert int(new_state.step) == 1
+
+  def assert_unchanged(new_state):
+    for new, old in zip(jax.tree.leaves((new_state.params, new_state.opt_state)),
+                        jax.tree.leaves((state.params, state.opt_state))):
+      np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+
+  assert_unchanged(new_state)
+  # Nothing to train (all padding) is skipped too: AdamW would otherwise decay the weights.
+  empty = batch.replace(loss_mask=jnp.zeros_like(batch.loss_mask))
+  empty_state, metrics = learner.jit_train_step(cfg, LOSS, optimizer, state, empty)
+  assert int(metrics["skipped"]) == 1 and int(metrics["nonfinite"]) == 0
+  assert_unchanged(empty_state)
   recovered, metrics = learner.jit_train_step(cfg, LOSS, optimizer, new_state, batch)
   assert int(metrics["skipped"]) == 0
   assert not np.array_equal(recovered.params["embed"]["embedding"], params["embed"]["embedding"])
 
 
-@pytest.mark.slow
 def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimizer):
   cfg, params = tiny_model
   state = fresh_state(params, optimizer)
@@ -119,6 +133,7 @@ def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimiz
       cfg, LOSS, optimizer, state, packed, num_epochs=2, num_minibatches=2,
       step_fn=recording_step)
   assert metrics["num_updates"] == 4 and int(new_state.step) == 4 and metrics["skipped"] == 0
+  assert metrics["ratio_mean"] > 1.0  # later minibatches see the policy move
   assert all(m.shape == (B // 2, T) for m in seen)
   rows = {tuple(r) for r in np.asarray(packed.tokens)}
   for epoch in (seen[:2], seen[2:]):  # every epoch visits each row exactly once
@@ -128,8 +143,15 @@ def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimiz
   expected = learner.fill_logprobs(cfg, params, packed).old_logprobs
   np.testing.assert_array_equal(filled.old_logprobs, expected)
   assert not np.array_equal(new_state.rng, state.rng)
+  # The default step (the jitted train_step) runs one epoch of two updates.
+  state, _, metrics = learner.ppo_iteration(cfg, LOSS, optimizer, new_state, packed,
+                                            num_minibatches=2)
+  assert metrics["num_updates"] == 2 and int(state.step) == 6
   with pytest.raises(ValueError, match="num_minibatches=3"):
     learner.ppo_iteration(cfg, LOSS, optimizer, state, packed, num_minibatches=3)
+  unfilled = packed.replace(ref_logprobs=jnp.zeros_like(packed.ref_logprobs))
+  with pytest.raises(ValueError, match="ref_logprobs is all zeros"):
+    learner.ppo_iteration(cfg, LOSS, optimizer, state, unfilled)
 
 
 def test_sft_steps_lower_the_nll(tiny_model, packed, optimizer):

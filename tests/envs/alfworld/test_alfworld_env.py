@@ -38,9 +38,8 @@ def test_implements_the_env_protocol(plain):
 
 @pytest.mark.slow
 def test_generated_games_are_won_by_their_walkthroughs(plain, games_root, manifest):
-  # Scenes up to 20 receptacles keep this quick; the generator tests cover larger plans.
-  sample = [r for r in manifest if r["num_receptacles"] <= 20]
-  assert len(sample) >= 5
+  # The five smallest scenes keep this quick; the generator tests cover other plans.
+  sample = sorted(manifest, key=lambda r: r["num_receptacles"])[:5]
   for record in sample:
     folder = os.path.join(games_root, record["path"])
     task_text, observation = plain.reset(folder)

@@ -96,9 +96,12 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   _wait_until_dead(idle_victim)
   started = pool.start([env_pool.Episode(13, g0), env_pool.Episode(14, g2)])
   assert not any(r.failed for r in started) and pool.restarts == 3
+  pool.release([13, 14])
+  assert pool.running == []
 
 
 def test_bad_requests_are_clear(pool, tmp_path):
+  pool.release(pool.running)
   with pytest.raises(KeyError, match="not running"):
     pool.step({999: "look"})
   (result,) = pool.start([env_pool.Episode(50, str(tmp_path))])

@@ -1,0 +1,95 @@
+"""Pieces the entry points share: the policy model, ALFWorld games and pool, agent settings,
+and per-iteration rollout statistics."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import pathlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from memex_jax.agent import AgentConfig
+from memex_jax.envs.alfworld import env as alfworld_env
+from memex_jax.envs.alfworld import games as games_lib
+from memex_jax.envs.alfworld import generate as generate_lib
+from memex_jax.envs.alfworld import pool as pool_lib
+from memex_jax.models import gguf_io
+from memex_jax.models.config import ModelConfig
+from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.tokenizers import Tokenizer
+
+GAMES_CACHE = pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser() / "alfworld"
+ROLLOUT_KEYS = ("success", "reward", "p_context", "p_redundancy", "p_format", "peak_working",
+                "mean_working", "total_tokens", "generated_tokens", "num_compress", "num_read",
+                "num_malformed", "num_redundant", "steps")
+
+
+def load_model(model: Any) -> tuple[ModelConfig, dict, Tokenizer]:
+  """(config, float params, tokenizer) from `model.gguf` ('' = packaged SmolLM2)."""
+  path = model.gguf or str(smollm2_gguf_path())
+  cfg, params = gguf_io.load_gguf(path)
+  tokenizer = Tokenizer.from_gguf(path)
+  tokenizer.check_matches(cfg.vocab_size, path)
+  cfg = cfg.replace(dtype=model.dtype, remat=bool(model.remat),
+                    quant="int4_qat" if model.int4 else "none")
+  return cfg, params, tokenizer
+
+
+def alfworld_games(env: Any, split: str | None = None, num: int | None = None) -> list[str]:
+  """Game folders of a split: $ALFWORLD_DATA's or `env.games_dir`'s if set, else generated."""
+  split = split or env.split
+  num = env.num_games if num is None else num
+  official = os.environ.get("ALFWORLD_DATA")
+  if env.games_dir or (official and _has_split(official, split)):
+    found = games_lib.find_games(env.games_dir or official, split)
+    if not found:
+      raise FileNotFoundError(f"no ALFWorld games for split {split!r} under "
+                              f"{env.games_dir or official}")
+    return found[:num]
+  root = GAMES_CACHE / f"seed{env.game_seed}_{split}_{num}"
+  records = generate_lib.generate_split(str(root), split, num, env.game_seed,
+                                        workers=env.workers)
+  return [str(root / r["path"]) for r in records]
+
+
+def _has_split(root: str, split: str) -> bool:
+  try:
+    games_lib.split_root(root, split)
+  except FileNotFoundError:
+    return False
+  return True
+
+
+def env_config(env: Any) -> alfworld_env.AlfWorldConfig:
+  return alfworld_env.memex_harder() if env.harder else alfworld_env.AlfWorldConfig()
+
+
+def make_pool(env: Any, num_workers: int) -> pool_lib.EnvPool:
+  """One ALFWorld engine per worker process (fast-downward is process-global)."""
+  factory = functools.partial(alfworld_env.AlfWorldEnv, env_config(env))  # picklable for spawn
+  return pool_lib.EnvPool(factory, num_workers, step_timeout_s=env.step_timeout_s)
+
+
+def agent_config(agent: Any, mode: str | None = None) -> AgentConfig:
+  return AgentConfig(mode=mode or agent.mode, max_steps=agent.max_steps,
+                     context_window=agent.context_window, threshold=agent.threshold,
+                     max_turn_tokens=agent.max_turn_tokens,
+                     summary_token_budget=agent.summary_token_budget)
+
+
+def summarize(trajectories: Sequence[Any]) -> dict[str, float]:
+  """Mean and standard error of each rollout metric, plus the total penalty."""
+  out: dict[str, float] = {}
+  rows = [t.metrics.as_dict() for t in trajectories]
+  for key in ROLLOUT_KEYS:
+    values = np.asarray([float(r[key]) for r in rows])
+    out[key] = float(values.mean()) if len(values) else math.nan
+    out[f"{key}_se"] = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+  out["penalty"] = -(out["p_context"] + out["p_redundancy"] + out["p_format"])
+  reasons = [r["finish_reason"] for r in rows]
+  for reason in sorted(set(reasons)):
+    out[f"finish_{reason}"] = reasons.count(reason) / len(reasons)
+  return out

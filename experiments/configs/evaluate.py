@@ -1,0 +1,30 @@
+r"""Greedy evaluation on the valid_seen (140) and valid_unseen (134) ALFWorld splits.
+
+  python -m experiments.evaluate --config experiments/configs/evaluate.py \
+      --config.checkpoint=/tmp/memex_grpo/checkpoints --config.workdir=/tmp/memex_eval
+
+Each memory regime (Memex, full context with hard truncation, summary-only) runs the same
+checkpoint on the same games with fixed seeds; results are a table, JSON and a PNG.
+`--config.checkpoint=''` evaluates the packaged SmolLM2 weights.
+"""
+
+import ml_collections
+
+from experiments.configs import memex_grpo
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  """`arg` is '' (CPU-sized) or 'gpu' (model and agent settings of memex_grpo's variant)."""
+  train = memex_grpo.get_config(arg)
+  c = ml_collections.ConfigDict()
+  c.workdir = "/tmp/memex_eval"
+  c.checkpoint = ""
+  c.model = train.model
+  c.env = train.env
+  c.agent = train.agent
+  c.splits = ("valid_seen", "valid_unseen")
+  c.num_games = -1  # -1 = the whole split (140 / 134); smaller for a quick look
+  c.regimes = ("memex", "full_context", "summary_only")
+  c.batch_episodes = 16 if arg == "gpu" else 4  # episodes decoded at once
+  c.seed = 0
+  return c

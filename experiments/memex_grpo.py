@@ -1,0 +1,156 @@
+r"""MemexRL: segmented GRPO with PPO clipping, TIS and KL on ALFWorld (harder variant).
+
+  python -m experiments.memex_grpo --config experiments/configs/memex_grpo.py \
+      --config.workdir=/tmp/memex_grpo [--config.num_iterations=N]
+
+One iteration: B games x G rollouts through the agent loop (JAX sampler, persistent KV slots,
+ALFWorld engines in worker processes) -> Eq. 1 rewards -> GRPO advantages per group, inherited
+by every segment -> packed [rows, seq] batch -> reference logprobs -> PPO epochs -> metrics,
+checkpoint, plots. A killed run resumes from its last complete checkpoint and replays the same
+episodes (the game order, the learner rng and the sampler rng are all in the checkpoint).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import config_flags
+import tqdm
+
+from bench import report
+from experiments import common
+from memex_jax import checkpoint as checkpoint_lib
+from memex_jax import parallel
+from memex_jax import plots
+from memex_jax import rl
+from memex_jax import run_log
+from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
+from memex_jax.envs.pooled import PooledEnv
+from memex_jax.models import quant
+from memex_jax.sampling import Sampler, SamplerConfig
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/memex_grpo.py")
+
+
+def sampler_view(model_cfg, params):
+  """The rollout policy's (config, params): int4 serving weights under QAT, else the float ones."""
+  if model_cfg.quant == "int4_qat":
+    return model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
+  return model_cfg, params
+
+
+def main(argv) -> None:
+  del argv
+  c = _CONFIG.value
+  parallel.maybe_initialize()
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  log = run_log.RunLog(c.workdir)
+  model_cfg, params, tokenizer = common.load_model(c.model)
+  mesh = parallel.make_mesh(parallel.MeshConfig(c.mesh.data, c.mesh.fsdp, c.mesh.tensor))
+  parallel.check_batch_size(c.batch.rows, mesh, name="config.batch.rows")
+  loss_cfg = rl.LossConfig(clip_low=c.loss.clip_low, clip_high=c.loss.clip_high,
+                           tis_cap=c.loss.tis_cap, kl_coef=c.loss.kl_coef,
+                           entropy_coef=c.loss.entropy_coef, normalisation=c.loss.normalisation,
+                           temperature=c.rollout.temperature)
+  optimizer = rl.make_optimizer(c.optim.learning_rate, c.optim.weight_decay, c.optim.clip_norm)
+
+  p_shard = parallel.param_shardings(model_cfg, mesh)
+  params = jax.device_put(params, p_shard)
+  ref_params = params  # frozen reference policy: the starting weights
+  state = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(c.seed))
+  s_shard = parallel.train_state_shardings(state, mesh, p_shard, optimizer)
+  state = jax.device_put(state, s_shard)
+  b_shard = parallel.batch_shardings(rl.empty_batch(c.batch.rows, c.batch.seq_len), mesh)
+  step_fn = parallel.shard_step(functools.partial(rl.train_step, model_cfg, loss_cfg, optimizer),
+                                mesh, s_shard, b_shard)
+  fill = functools.partial(rl.fill_logprobs, model_cfg, temperature=loss_cfg.temperature,
+                           chunk_size=loss_cfg.logit_chunk)
+  fill_old = parallel.sharded_jit(fill, mesh, (p_shard, b_shard), b_shard)
+  fill_ref = parallel.sharded_jit(functools.partial(fill, field="ref_logprobs"), mesh,
+                                  (p_shard, b_shard), b_shard)
+
+  ckpt = checkpoint_lib.Checkpointer(f"{c.workdir}/checkpoints", max_to_keep=c.checkpoint.keep)
+  first_iteration, sampler_seed = 0, c.seed + 1
+  restored = ckpt.restore_latest(state)
+  if restored is not None:
+    state, first_iteration = restored.state, int(restored.host["iteration"])
+    for step, reason in restored.rejected:
+      print(f"checkpoint {step} rejected ({reason}); resumed from {restored.step}")
+    print(f"resuming at iteration {first_iteration} from checkpoint {restored.step}")
+
+  games = common.alfworld_games(c.env)
+  order = np.random.default_rng(c.seed).permutation(len(games))
+  rollouts = c.rollout.prompts_per_iteration * c.rollout.group_size
+  renderer = ChatRenderer(tokenizer)
+  agent_cfg = common.agent_config(c.agent)
+  sample_cfg, sample_params = sampler_view(model_cfg, state.params)
+  sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
+      num_slots=rollouts, cache_length=c.agent.context_window, temperature=c.rollout.temperature,
+      top_p=c.rollout.top_p, seed=sampler_seed))
+  if restored is not None:
+    sampler.rng = checkpoint_lib.key_from_json(restored.host["sampler_rng"])
+  peak = report.matmul_peak_flops(model_cfg.dtype, 1024)
+
+  pool = common.make_pool(c.env, rollouts)
+  try:
+    for it in tqdm.trange(first_iteration, c.num_iterations, desc="memex_grpo",
+                          initial=first_iteration, total=c.num_iterations):
+      start = time.perf_counter()
+      picks = [games[order[(it * c.rollout.prompts_per_iteration + j) % len(games)]]
+               for j in range(c.rollout.prompts_per_iteration)]
+      specs = [EpisodeSpec(PooledEnv(pool, j * c.rollout.group_size + g), game, group_id=j)
+               for j, game in enumerate(picks) for g in range(c.rollout.group_size)]
+      sampler.params = sampler_view(model_cfg, state.params)[1]
+      trajectories = run_episodes(sampler, specs, renderer, agent_cfg,
+                                  first_trajectory_id=it * rollouts)
+      rollout_s = time.perf_counter() - start
+      metrics = common.summarize(trajectories)
+      metrics["rollout_tokens_per_s"] = metrics["generated_tokens"] * rollouts / rollout_s
+
+      segments = [s for t in trajectories for s in t.segments]
+      adv = rl.estimate_advantages("grpo", segments,
+                                     drop_uniform_groups=c.loss.drop_uniform_groups)
+      metrics.update(groups_kept=adv.groups_kept, groups_dropped=adv.groups_dropped)
+      if not adv.advantages:
+        metrics["skipped_no_signal"] = 1
+      else:
+        batch, pack = rl.pack_segments(segments, adv.advantages, c.batch.rows, c.batch.seq_len)
+        metrics.update(segments_packed=pack.num_packed, segments_truncated=pack.num_truncated,
+                       segments_left_over=len(pack.leftovers))
+        batch = fill_ref(ref_params, parallel.put_batch(batch, b_shard))
+        learn_start = time.perf_counter()
+        state, batch, learn = rl.ppo_iteration(
+            model_cfg, loss_cfg, optimizer, state, batch, num_epochs=c.optim.ppo_epochs,
+            num_minibatches=c.optim.minibatches, step_fn=step_fn, fill_old_fn=fill_old)
+        learn_s = time.perf_counter() - learn_start
+        tokens = float(np.sum(np.asarray(batch.segment_ids) > 0)) * c.optim.ppo_epochs
+        flops = (6 * model_cfg.num_params + 12 * model_cfg.num_layers * c.batch.seq_len *
+                 model_cfg.embed_dim) * tokens
+        metrics.update({f"learner/{k}": v for k, v in learn.items()})
+        metrics.update(learner_tokens_per_s=tokens / learn_s, mfu=flops / learn_s / peak)
+      log.write(it + 1, metrics)
+      tqdm.tqdm.write(f"iteration {it + 1}: success {metrics['success']:.2f} reward "
+                      f"{metrics['reward']:.3f} compress {metrics['num_compress']:.2f} read "
+                      f"{metrics['num_read']:.2f} grad_norm {metrics.get('learner/grad_norm', 0):.3g}")
+      if (it + 1) % c.checkpoint.every == 0 or it + 1 == c.num_iterations:
+        ckpt.save(it + 1, state, {"iteration": it + 1,
+                                  "sampler_rng": checkpoint_lib.key_to_json(sampler.rng)})
+  finally:
+    pool.close()
+    ckpt.close()
+    log.close()
+  plots.plot_training(log.path, f"{c.workdir}/plots")
+  print(f"metrics: {log.path}; plots: {c.workdir}/plots; checkpoints: {c.workdir}/checkpoints")
+
+
+if __name__ == "__main__":
+  jax.config.config_with_absl()
+  flags.mark_flag_as_required("config")
+  app.run(main)

@@ -1,0 +1,584 @@
+r"""Expert demonstrations with Indexed Experience Memory: the SFT warm start of MemexRL on ALFWorld.
+
+  python -m memex_jax.envs.alfworld.demonstrations --games DIR --out DIR --num N --seed S
+
+A demonstration is the real agent loop (`run_episodes`) driven by a scripted policy, so its ids,
+loss masks and segments are exactly what the loop builds. The policy plays the game's expert
+solution (the walkthrough the game file ships) after a survey of the room: `look` once, then
+visit receptacles (open, note, close) with the solution's receptacles among the first, so that
+the objects are found early. Whenever ContextStatus reports working > threshold, it calls
+CompressExperience: the look listing and each observation that found a needed object are
+archived verbatim by anchors, a note of every receptacle's contents and of the actions done is
+written explicitly (db_content), and the progress state keeps types, not ids. When the next
+action needs an id the working context no longer shows, it calls ReadExperience on the
+smallest block holding it, and the action then uses what it read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import functools
+import json
+import multiprocessing
+import os
+import random
+import re
+import sys
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import tqdm
+
+from memex_jax.agent import (AgentConfig, ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory,
+                             parse_turn, run_episodes)
+from memex_jax.agent.chat import IM_END
+from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld.env import LOOK, AlfWorldConfig, AlfWorldEnv, memex_harder
+from memex_jax.memory import COMPRESS, READ
+from memex_jax.memory.anchors import AnchorError, extract_span
+
+ALFWORLD_INSTRUCTIONS = (
+    "You act in a household. The execute tool runs one text command: look (once per "
+    "episode; it lists the room's receptacles), go to R, open R, close R, take O from R, "
+    "move O to R, examine X, use LAMP, heat O with R, cool O with R, clean O with R, "
+    "inventory. Name every object and receptacle by its exact id, like \"drawer 1\". The "
+    "episode ends when the task is done.")
+SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summary.json"
+_ID = re.compile(r"\b[a-z]+ \d+\b")
+_STATUS = re.compile(r"\[Context Status: working=(\d+), total=\d+, threshold=(\d+)\]")
+_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+_LISTING = "Looking quickly around you, you see"
+_VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
+
+
+class DemonstrationError(RuntimeError):
+  """The expert solution could not be played (names the game and the failing command)."""
+
+
+def smollm2_agent_config(**overrides: Any) -> AgentConfig:
+  """Memex on ALFWorld sized for SmolLM2's 8K window: threshold 2K, 300-token summaries."""
+  fields = dict(mode="memex", max_steps=50, context_window=8192, threshold=2048,
+                max_turn_tokens=512, summary_token_budget=300,
+                env_instructions=ALFWORLD_INSTRUCTIONS)
+  fields.update(overrides)
+  return AgentConfig(**fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemonstrationConfig:
+  """How demonstrations are played.
+
+  Attributes:
+    agent: the agent loop's settings (the SmolLM2 preset by default).
+    env: the ALFWorld wrapper's options (Memex harder by default).
+    min_survey: receptacles searched at least (all of them in smaller rooms).
+    max_survey: receptacles searched at most before acting, unless nothing was compressed yet.
+    step_reserve: agent turns kept free for compressions and reads after the survey.
+  """
+
+  agent: AgentConfig = dataclasses.field(default_factory=smollm2_agent_config)
+  env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
+  min_survey: int = 5
+  max_survey: int = 9
+  step_reserve: int = 6
+
+  def __post_init__(self):
+    if not 1 <= self.min_survey <= self.max_survey:
+      raise ValueError(f"DemonstrationConfig needs 1 <= min_survey <= max_survey, got "
+                       f"{self.min_survey}, {self.max_survey}")
+
+
+def _ids(text: str) -> set[str]:
+  return set(_ID.findall(text))
+
+
+def _mentions(text: str, thing_id: str) -> bool:
+  return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
+
+
+def _kind(thing_id: str) -> str:
+  return thing_id.rsplit(" ", 1)[0]
+
+
+def _abstract(command: str) -> str:
+  """A command with ids replaced by types: the plan without the exact ids."""
+  return _ID.sub(lambda m: "the " + _kind(m.group()), command)
+
+
+def _seen_items(observation: str) -> list[str]:
+  """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
+  _, _, listed = observation.partition("you see ")
+  return re.findall(r"\ban? ([a-z]+ \d+)", listed)
+
+
+def _call(reasoning: str, name: str, **arguments: Any) -> str:
+  return (f"{reasoning}\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n"
+          "</tool_call>")
+
+
+def _anchors(working: str, span: str, mid_hint: str) -> dict[str, str] | None:
+  """start/mid/end anchors that select exactly `span` of `working`, or None."""
+  words = span.split(" ")
+  for n in range(3, len(words)):
+    start = " ".join(words[:n])
+    if working.count(start) == 1:
+      break
+  else:
+    return None
+  for n in range(2, len(words) - 2):
+    end = " ".join(words[-n:])
+    inner = span[len(start):len(span) - len(end)]
+    mid = mid_hint if mid_hint in inner else " ".join(inner.split()[:2])
+    try:
+      if mid and extract_span(working, start, mid, end) == span:
+        return {"start_anchor": start, "mid_anchor": mid, "end_anchor": end}
+    except AnchorError:
+      continue
+  return None
+
+
+class _Demonstrator:
+  """Chooses each turn from the decoded context (a script entry of `ScriptedPolicy`)."""
+
+  def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random):
+    self._plan = list(walkthrough)
+    self._config, self._rng = config, rng
+    self._plan_at = 0
+    self._queue: list[str] = [LOOK]
+    self._surveying = True
+    self._survey: list[str] = []  # Receptacles still to search.
+    self._surveyed: list[str] = []
+    self._visit: str | None = None  # The receptacle a survey `go to` is heading for.
+    self._awaiting: str | None = None
+    self._read: str | None = None  # The index read by the previous turn.
+    self._location: str | None = None
+    self._holding: str | None = None
+    self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
+    self._blocks: dict[str, str] = {}  # index -> archived content
+    self._segment = self._turns = 0
+    self._key_objects = [_ID.findall(c)[0] for c in self._plan if c.startswith(("take ", "use "))]
+    self._key_receptacles = list(dict.fromkeys(c.removeprefix("go to ") for c in self._plan
+                                               if c.startswith("go to ")))
+
+  def __call__(self, context: str) -> str:
+    self._turns += 1
+    working = context.split(IM_END, 2)[2]
+    if self._awaiting is not None:
+      responses = _RESPONSE.findall(working)
+      self._record(self._awaiting, responses[-1] if responses else "")
+      self._awaiting = None
+    statuses = _STATUS.findall(working)
+    if statuses and int(statuses[-1][0]) > int(statuses[-1][1]):
+      return self._compress(working)
+    command = self._next_command()
+    missing = [i for i in self._needed_ids(command) if not _mentions(working, i)]
+    readable = {index: content for index, content in self._blocks.items()
+                if content not in working and any(_mentions(content, i) for i in missing)}
+    if readable:
+      self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
+                                                len(readable[k])))
+      return _call(f"I need the exact id of the {' and the '.join(map(_kind, missing))}; it is "
+                   f"archived under {self._read}, so I read it back instead of searching again.",
+                   READ, index=self._read)
+    self._queue.pop(0)
+    self._awaiting = command
+    reason = self._reason(command)
+    if self._read:
+      reason, self._read = f"From {self._read}: {reason[0].lower()}{reason[1:]}", None
+    return _call(reason, "execute", command=command)
+
+  # What to do next.
+
+  def _next_command(self) -> str:
+    if not self._queue and self._surveying:
+      if self._survey and self._keep_surveying():
+        self._visit = self._survey.pop(0)
+        self._queue.append(f"go to {self._visit}")
+      else:
+        self._surveying = False
+    while not self._queue and self._plan_at < len(self._plan):
+      command = self._plan[self._plan_at]
+      self._plan_at += 1
+      if command != f"go to {self._location}":
+        self._queue.append(command)
+    if not self._queue:
+      raise DemonstrationError("the walkthrough ended without winning")
+    return self._queue[0]
+
+  def _keep_surveying(self) -> bool:
+    done, config = len(self._surveyed), self._config
+    turns_left = config.agent.max_steps - self._turns - len(self._plan) - config.step_reserve
+    if turns_left < 3:
+      return False
+    if any(k in self._survey for k in self._key_receptacles) or done < config.min_survey:
+      return True
+    return done < config.max_survey or self._segment == 0
+
+  def _needed_ids(self, command: str) -> list[str]:
+    """Ids the command names, plus, on the way to take or use something, that thing's id."""
+    things = []
+    if command.startswith("go to ") and not self._surveying:
+      for later in self._plan[self._plan_at:]:
+        if later.startswith("go to "):
+          break
+        if later.startswith(("take ", "use ")):
+          things.append(_ID.findall(later)[0])
+    return list(dict.fromkeys(things + _ID.findall(command)))
+
+  def _record(self, command: str, observation: str) -> None:
+    if observation.startswith("Nothing happens") or not observation:
+      raise DemonstrationError(f"{command!r} failed: {observation!r}")
+    self._log.append((self._segment, command, observation))
+    verb, _, target = command.partition(" ")
+    if command == LOOK:
+      self._plan_survey(_seen_items(observation))
+    elif verb == "go":
+      self._location = target.removeprefix("to ")
+      if self._location == self._visit:
+        self._surveyed.append(self._visit)
+        if f"The {self._visit} is closed." in observation:
+          self._queue += [f"open {self._visit}", f"close {self._visit}"]
+        self._visit = None
+    elif verb == "take":
+      self._holding = target.split(" from ")[0]
+    elif verb == "move":
+      self._holding = None
+
+  def _plan_survey(self, receptacles: list[str]) -> None:
+    """Needed receptacles among the first `min_survey` visits, then the others."""
+    keys = [r for r in self._key_receptacles if r in receptacles]
+    others = [r for r in receptacles if r not in keys]
+    self._rng.shuffle(others)
+    extra = max(0, self._config.min_survey - len(keys))
+    early = keys + others[:extra]
+    self._rng.shuffle(early)
+    self._survey = early + others[extra:]
+
+  # Turns.
+
+  def _reason(self, command: str) -> str:
+    verb = command.split(" ")[0]
+    ids = _ID.findall(command)
+    pick = self._rng.choice
+    if command == LOOK:
+      return pick(["The room's receptacles are hidden and look works only once, so I look now.",
+                   "First I need to know which receptacles are here; look is allowed once."])
+    if self._surveying:
+      if verb == "go":
+        return pick([f"I have not searched {ids[0]} yet; going there.",
+                     f"Next I check {ids[0]} to map what the room holds.",
+                     f"Continuing the survey with {ids[0]}."])
+      if verb == "open":
+        return pick([f"{ids[0]} is closed; I open it to see inside.",
+                     f"I open {ids[0]} to check its contents."])
+      found = [o for o in self._key_objects if o in _seen_items(self._log[-1][2])]
+      if found:
+        return (f"{ids[0]} holds {' and '.join(found)}, which the task needs; I note it and "
+                f"close {ids[0]} for now.")
+      return pick([f"Done with {ids[0]}; I close it again.",
+                   f"Closing {ids[0]} to leave the room as it was."])
+    needed = self._needed_ids(command)
+    if verb == "go" and len(needed) > 1:
+      return f"The {needed[0]} I need is at {ids[0]}; going there."
+    if verb == "go":
+      purpose = f" with {self._holding}" if self._holding else ""
+      return f"The next step of my plan is at {ids[0]}; I go there{purpose}."
+    return {"take": f"{ids[0]} is here; I take it.",
+            "open": f"{ids[0]} is closed; I open it.",
+            "close": f"I close {ids[0]} again.",
+            "move": f"I put {ids[0]} in {ids[-1]}.",
+            "use": f"I turn on {ids[0]} to look at what I hold under its light.",
+            }.get(verb, f"{_VERB_ING.get(verb, 'Doing')} {' with '.join(ids)}: {command}.")
+
+  def _compress(self, working: str) -> str:
+    """CompressExperience: anchored verbatim blocks, one explicit note, a type-level plan."""
+    current = [(c, obs) for s, c, obs in self._log if s == self._segment]
+    self._segment += 1
+    if not self._keep_surveying():
+      self._survey = []  # The visit in progress ends the survey.
+    blocks = []
+
+    def archive(index: str, description: str, span: str, mid: str) -> None:
+      anchors = _anchors(working, span, mid)
+      if anchors:
+        blocks.append({"index": index, "description": description, **anchors})
+        self._blocks[index] = span
+
+    looked = [obs for c, obs in current if c == LOOK]
+    if looked and "room_listing" not in self._blocks:
+      listing = looked[0][looked[0].index(_LISTING):]
+      items = _seen_items(listing)
+      archive("room_listing", "the room's receptacles with exact ids (look output, verbatim)",
+              listing, items[len(items) // 2])
+    for thing in self._key_objects:
+      seen = [obs for _, obs in current if thing in _seen_items(obs)]
+      if seen and not any(_mentions(content, thing) for content in self._blocks.values()):
+        archive(self._new_index(f"found_{_kind(thing)}"),
+                f"where a {_kind(thing)} was seen (observation, verbatim)", seen[0], thing)
+    contents: dict[str, str] = {}
+    done = []
+    for command, observation in current:
+      verb, target = command.split(" ")[0], (_ID.findall(command) or [""])[-1]
+      if verb in ("go", "open") and ("you see" in observation):
+        contents[target] = ", ".join(_seen_items(observation)) or "nothing"
+      elif verb not in ("go", "open", "close", LOOK):
+        done.append(f"- done: {command}")
+    notes = [f"- {r}: {items}" for r, items in contents.items()] + done
+    if notes:
+      index = self._new_index(f"notes_{self._segment}")
+      content = "\n".join(notes)
+      blocks.append({"index": index, "description": "what each searched receptacle holds and "
+                     "the actions done, with exact ids", "db_content": content})
+      self._blocks[index] = content
+    found = sorted({_kind(o) for o in self._key_objects
+                    if any(o in _seen_items(obs) for _, _, obs in self._log)})
+    remaining = [_abstract(c) for c in self._queue]
+    if self._survey:
+      remaining.append(f"search {len(self._survey)} more receptacles")
+    remaining += [_abstract(c) for c in self._plan[self._plan_at:]]
+    summary = (f"Done: used look (it is no longer available); searched {len(self._surveyed)} "
+               f"receptacles; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
+               f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
+               "Exact ids are archived: read the block you need before acting on it.")
+    return _call("The working context is over the threshold, so I archive the room listing, "
+                 "what I found and my notes under new indices and keep a short plan.",
+                 COMPRESS, summary=summary, db_blocks=blocks)
+
+  def _new_index(self, base: str) -> str:
+    index, n = base, 1
+    while index in self._blocks:
+      n += 1
+      index = f"{base}_{n}"
+    return index
+
+
+def read_walkthrough(game: str) -> list[str]:
+  """The expert solution a game file ships (ours and the official ones both carry it)."""
+  path = games.game_file(game)
+  with open(path) as f:
+    walkthrough = json.load(f).get("walkthrough")
+  if not walkthrough or not all(isinstance(c, str) for c in walkthrough):
+    raise DemonstrationError(f"{path} has no 'walkthrough' list of commands")
+  return walkthrough
+
+
+def make_demonstration(game_path: str, renderer: ChatRenderer,
+                       config: DemonstrationConfig = DemonstrationConfig(), seed: int = 0,
+                       env: AlfWorldEnv | None = None) -> Trajectory:
+  """Plays one game's expert solution with memory through the real agent loop.
+
+  Args:
+    game_path: a game folder (or its game.tw-pddl).
+    renderer: the ChatML renderer over the policy's tokenizer.
+    config: agent, env and survey settings.
+    seed: picks the survey and the wording (same seed, same demonstration).
+    env: an AlfWorldEnv built with `config.env` to reuse (one engine per process).
+
+  Raises:
+    DemonstrationError: the solution failed in the engine or did not win.
+  """
+  demonstrator = _Demonstrator(read_walkthrough(game_path), config, random.Random(seed))
+  policy = ScriptedPolicy(renderer, [[demonstrator] * config.agent.max_steps])
+  try:
+    [trajectory] = run_episodes(policy, [EpisodeSpec(env or AlfWorldEnv(config.env),
+                                                     game_path)], renderer, config.agent)
+  except DemonstrationError as e:
+    raise DemonstrationError(f"{game_path}: {e}") from None
+  if not trajectory.metrics.success:
+    raise DemonstrationError(f"{game_path}: the demonstration ended with "
+                             f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
+  return trajectory
+
+
+def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
+  """Memory use read off the stored messages: compressions, block kinds, reads that paid off.
+
+  A read pays off when a later action of the same segment names an id that the read brought
+  back and the working context did not show before it.
+  """
+  stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
+           "reads": 0, "reads_used": 0, "summary_truncated": False}
+  for segment in trajectory.segments:
+    working = list(segment.messages[2:])
+    seen, supplied = "", []
+    stats["summary_truncated"] |= "[...truncated]" in working[0].content
+    for position, message in enumerate(working):
+      statuses = _STATUS.findall(message.content)
+      stats["crossed_threshold"] |= any(int(w) > int(t) for w, t in statuses)
+      call = parse_turn(message.content).call if message.role == "assistant" else None
+      if call and call.name == COMPRESS:
+        for block in call.arguments.get("db_blocks", []):
+          stats["explicit_blocks" if "db_content" in block else "anchor_blocks"] += 1
+      elif call and call.name == READ and position + 1 < len(working):
+        stats["reads"] += 1
+        response = _RESPONSE.findall(working[position + 1].content)
+        supplied.append(_ids(response[0] if response else "") - _ids(seen))
+      elif call:
+        used = _ids(str(call.arguments.get("command", "")))
+        stats["reads_used"] += sum(bool(s & used) for s in supplied)
+        supplied = [s for s in supplied if not s & used]
+      seen += message.content
+  return stats
+
+
+# The dataset.
+
+
+def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard."""
+  shards = ([path] if os.path.isfile(path) else
+            sorted(os.path.join(path, f) for f in os.listdir(path)
+                   if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
+  if not shards:
+    raise FileNotFoundError(f"no {SEGMENTS_PREFIX}-*.jsonl shards in {path}")
+  for shard in shards:
+    with open(shard) as f:
+      for line_number, line in enumerate(f, 1):
+        record = json.loads(line)
+        ids, mask = (np.asarray(record[k], np.int32) for k in ("token_ids", "loss_mask"))
+        if ids.shape != mask.shape:
+          raise ValueError(f"{shard}:{line_number}: token_ids and loss_mask differ in length")
+        yield ids, mask
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(config: DemonstrationConfig) -> None:
+  from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
+  from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
+  _WORKER.update(config=config, env=AlfWorldEnv(config.env),
+                 renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
+
+
+def _demonstrate(job: tuple[int, str, str, int]) -> dict[str, Any]:
+  demo, root, game, seed = job
+  record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed}
+  try:
+    trajectory = make_demonstration(game, _WORKER["renderer"], _WORKER["config"], seed,
+                                    _WORKER["env"])
+  except (DemonstrationError, ValueError, FileNotFoundError) as e:
+    return {**record, "error": str(e)}
+  segments = [{"segment_index": s.segment_index, "token_ids": s.token_ids.tolist(),
+               "loss_mask": s.loss_mask.tolist(),
+               "messages": [{"role": m.role, "content": m.content} for m in s.messages]}
+              for s in trajectory.segments]
+  return {**record, "task_text": trajectory.task_text, "segments": segments,
+          "memory": trajectory.memory, "metrics": trajectory.metrics.as_dict(),
+          "stats": demonstration_stats(trajectory)}
+
+
+def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+  """Dataset totals and the two shares that matter for teaching memory use."""
+  def mean(values):
+    return float(np.mean(values)) if done else 0.0
+  stats = [r["stats"] for r in done]
+  metrics = [r["metrics"] for r in done]
+  task_types = [os.path.basename(os.path.dirname(r["game"])).split("-")[0] for r in done]
+  return {
+      "demonstrations": len(done), "failed": len(failed),
+      "failures": [{"game": r["game"], "error": r["error"]} for r in failed],
+      "share_crossing_threshold": mean([s["crossed_threshold"] for s in stats]),
+      "share_with_used_read": mean([s["reads_used"] > 0 for s in stats]),
+      "share_with_anchor_and_explicit_blocks": mean(
+          [s["anchor_blocks"] > 0 and s["explicit_blocks"] > 0 for s in stats]),
+      "mean_steps": mean([m["steps"] for m in metrics]),
+      "mean_segments": mean([m["num_segments"] for m in metrics]),
+      "mean_reads": mean([s["reads"] for s in stats]),
+      "peak_working": max([m["peak_working"] for m in metrics], default=0),
+      "segments": sum(m["num_segments"] for m in metrics),
+      "tokens": sum(m["total_tokens"] for m in metrics),
+      "task_types": dict(sorted(collections.Counter(task_types).items())),
+  }
+
+
+def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: int,
+                         workers: int = 1, shards: int = 4,
+                         config: DemonstrationConfig = DemonstrationConfig(),
+                         games_root: str | None = None, progress: bool = True) -> dict[str, Any]:
+  """Demonstrates `num` games (seeded order, cycling) into `out`; returns the summary.
+
+  Writes `segments-XXXXX-of-YYYYY.jsonl` (one segment per line: demo, game, seed,
+  segment_index, token_ids, loss_mask, messages), `trajectories.jsonl` (per demonstration:
+  game, metrics, memory stats, archive) and `summary.json`. Failed games are reported in the
+  summary, not written.
+
+  Args:
+    game_folders: the games to draw from.
+    out: the dataset folder.
+    num: demonstrations to make.
+    seed: fixes the game order and every demonstration's survey and wording.
+    workers: processes, each with its own engine.
+    shards: segment files; a demonstration's segments share one.
+    config: agent, env and survey settings.
+    games_root: game ids are paths relative to it (default: the paths as given).
+    progress: show a progress bar.
+  """
+  if not game_folders or num < 1 or shards < 1 or workers < 1:
+    raise ValueError(f"need games, num >= 1, shards >= 1 and workers >= 1 (got "
+                     f"{len(game_folders)} games, {num}, {shards}, {workers})")
+  order = sorted(game_folders)
+  random.Random(f"demo-order-{seed}").shuffle(order)
+  jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i) for i in range(num)]
+  os.makedirs(out, exist_ok=True)
+  bar = functools.partial(tqdm.tqdm, total=num, desc="demonstrations", disable=not progress)
+  done, failed = [], []
+  with contextlib.ExitStack() as stack:
+    if workers == 1:  # In this process: its one engine serves every demonstration.
+      _init_worker(config)
+      results = map(_demonstrate, jobs)
+    else:
+      pool = stack.enter_context(
+          multiprocessing.get_context("spawn").Pool(workers, _init_worker, (config,)))
+      results = pool.imap(_demonstrate, jobs)
+    files = [stack.enter_context(open(os.path.join(
+        out, f"{SEGMENTS_PREFIX}-{k:05d}-of-{shards:05d}.jsonl"), "w")) for k in range(shards)]
+    trajectories = stack.enter_context(open(os.path.join(out, TRAJECTORIES), "w"))
+    for result in bar(results):
+      if "error" in result:
+        failed.append(result)
+        continue
+      header = {k: result[k] for k in ("demo", "game", "seed")}
+      for segment in result.pop("segments"):
+        files[result["demo"] % shards].write(json.dumps({**header, **segment}) + "\n")
+      trajectories.write(json.dumps(result) + "\n")
+      done.append(result)
+  summary = _summarize(done, failed)
+  with open(os.path.join(out, SUMMARY), "w") as f:
+    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent), **summary}, f, indent=1,
+              default=str)
+  return summary
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--games", required=True, help="game root (generate.py's --out)")
+  parser.add_argument("--split", default="train")
+  parser.add_argument("--out", required=True, help="dataset folder")
+  parser.add_argument("--num", type=int, required=True, help="demonstrations to write")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                      help="processes, one engine each")
+  parser.add_argument("--shards", type=int, default=4)
+  parser.add_argument("--context-window", type=int, default=8192)
+  parser.add_argument("--threshold", type=int, default=2048,
+                      help="compression threshold tau (2048 for SmolLM2's 8K window)")
+  args = parser.parse_args(argv)
+  config = DemonstrationConfig(agent=smollm2_agent_config(context_window=args.context_window,
+                                                          threshold=args.threshold))
+  summary = write_demonstrations(games.find_games(args.games, args.split), args.out, args.num,
+                                 args.seed, args.workers, args.shards, config, args.games)
+  print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))
+  print(f"{summary['share_crossing_threshold']:.0%} of the demonstrations cross the compression "
+        f"threshold; {summary['share_with_used_read']:.0%} need a ReadExperience whose content a "
+        "later action uses.")
+  for failure in summary["failures"]:
+    print(f"failed: {failure['game']}: {failure['error']}")
+  sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  main()
