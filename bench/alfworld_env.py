@@ -104,7 +104,8 @@ def main() -> None:
   parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
   parser.add_argument("--episodes", type=int, default=6)
   parser.add_argument("--steps", type=int, default=20)
-  parser.add_argument("--json", default="alfworld_env_bench.json")
+  parser.add_argument("--json", default=os.path.join(tempfile.gettempdir(),
+                                                     "alfworld_env_bench.json"))
   args = parser.parse_args()
   rows = []
   with tempfile.TemporaryDirectory() as folder:

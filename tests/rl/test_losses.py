@@ -106,7 +106,8 @@ def normalisation_batch():
 ])
 def test_each_normalisation(name, expected):
   batch = normalisation_batch()
-  loss, _ = policy_loss(jnp.zeros((2, 4)), batch, LossConfig(normalisation=name, **PLAIN))
+  config = LossConfig(normalisation=name, **PLAIN)
+  loss, _ = jax.jit(policy_loss, static_argnums=2)(jnp.zeros((2, 4)), batch, config)
   assert loss == pytest.approx(expected, rel=1e-6)
   weights = NORMALISATIONS[name](batch)
   assert float(jnp.sum(weights)) == pytest.approx(1.0)

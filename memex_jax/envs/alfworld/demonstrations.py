@@ -337,10 +337,10 @@ class _Demonstrator:
                     if any(o in _seen_items(obs) for _, _, obs in self._log)})
     remaining = [_abstract(c) for c in self._queue]
     if self._survey:
-      remaining.append(f"search {len(self._survey)} more receptacles")
+      remaining.append(f"{len(self._survey)} more receptacles to search")
     remaining += [_abstract(c) for c in self._plan[self._plan_at:]]
-    summary = (f"Done: used look (it is no longer available); searched {len(self._surveyed)} "
-               f"receptacles; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
+    summary = (f"Done: used look (it is no longer available); {len(self._surveyed)} receptacles "
+               f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
     return _call("The working context is over the threshold, so I archive the room listing, "

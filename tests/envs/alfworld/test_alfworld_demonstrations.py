@@ -146,18 +146,21 @@ def test_demonstrations_compress_with_both_block_kinds_and_use_what_they_read(da
     else:  # Verbatim from the working context, and holding exact ids.
       assert content in first and content.startswith(block["start_anchor"])
       assert re.search(r"\b[a-z]+ \d+\b", content)
-  assert not re.search(r"\b[a-z]+ \d+\b", compress.arguments["summary"])  # Types, not ids.
-  # A read brings back an archived block; the next action names an id only that block showed.
-  later = [m for s in stored[1:] for m in s["messages"][2:]]
-  position = next(i for i, m in enumerate(later) if m["role"] == "assistant" and
-                  parse_turn(m["content"]).call.name == "ReadExperience")
-  index = parse_turn(later[position]["content"]).call.arguments["index"]
-  assert record["memory"][index]["content"] in later[position + 1]["content"]
-  command = parse_turn(later[position + 2]["content"]).call.arguments["command"]
-  before = "\n".join(m["content"] for m in later[:position])
-  fresh = [i for i in re.findall(r"\b[a-z]+ \d+\b", command) if not re.search(
-      rf"\b{i}\b", before)]
-  assert fresh and all(i in record["memory"][index]["content"] for i in fresh)
+  # The progress state names types; the receptacle ids stay in the archive.
+  receptacles = re.findall(r"\ban? ([a-z]+ \d+)", record["memory"]["room_listing"]["content"])
+  assert receptacles and not any(r in compress.arguments["summary"] for r in receptacles)
+  # A read brings back an archived block; the next action names ids only that block showed.
+  segment = next(s["messages"][2:] for s in stored[1:]
+                 if any("ReadExperience" in m["content"] for m in s["messages"]))
+  calls = [parse_turn(m["content"]).call if m["role"] == "assistant" else None for m in segment]
+  position = next(i for i, c in enumerate(calls) if c and c.name == "ReadExperience")
+  content = record["memory"][calls[position].arguments["index"]]["content"]
+  assert content in segment[position + 1]["content"]
+  command = next(c.arguments["command"] for c in calls[position:] if c and c.name == "execute")
+  before = "\n".join(m["content"] for m in segment[:position])
+  fresh = [i for i in re.findall(r"\b[a-z]+ \d+\b", command)
+           if not re.search(rf"\b{i}\b", before)]
+  assert fresh and all(i in content for i in fresh)
 
 
 def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, config, env):
