@@ -21,6 +21,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from memex_jax.parallel.rules import path_name
+
 _LOG = logging.getLogger(__name__)
 STATE_ITEM = "state"
 HOST_ITEM = "host"
@@ -69,11 +71,8 @@ def abstract_like(tree: Any) -> Any:
 
 def _flat_by_path(tree: Any) -> dict[str, Any]:
   """Leaves keyed by 'a/b/0' paths, the same for a train state and orbax's metadata tree."""
-  def name(k):
-    return str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))))
-
   leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-  return {"/".join(name(k) for k in path): leaf for path, leaf in leaves}
+  return {path_name(path): leaf for path, leaf in leaves}
 
 
 def _mismatch(saved: Any, target: Any) -> str | None:

@@ -204,7 +204,7 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
     raise ValueError(f"ppo_iteration: {b} rows cannot be split into num_minibatches="
                      f"{num_minibatches} equal parts for num_epochs={num_epochs}")
   trained = np.asarray(batch.loss_mask) > 0
-  if loss_cfg.kl_coef and not np.any(np.asarray(batch.ref_logprobs)[trained]):
+  if loss_cfg.kl_coef and trained.any() and not np.any(np.asarray(batch.ref_logprobs)[trained]):
     raise ValueError("ppo_iteration: kl_coef > 0 but batch.ref_logprobs is all zeros on the "
                      "trained tokens; fill it with fill_logprobs(..., field='ref_logprobs')")
   if step_fn is None:

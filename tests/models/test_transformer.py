@@ -10,11 +10,18 @@ from memex_jax.models import config as config_lib
 from memex_jax.models import transformer
 
 
+class _Jitted:
+  """The model with a jitted `apply` (one compile per shape instead of op-by-op dispatch)."""
+
+  def __init__(self, model):
+    self.apply = jax.jit(model.apply)
+
+
 def _init(cfg, seed=0):
   model = transformer.Transformer(cfg)
   tokens = jnp.zeros((1, 4), jnp.int32)
-  params = nn.unbox(model.init(jax.random.PRNGKey(seed), tokens, tokens)["params"])
-  return model, params
+  params = nn.unbox(jax.jit(model.init)(jax.random.PRNGKey(seed), tokens, tokens)["params"])
+  return _Jitted(model), params
 
 
 def _positions(b, t):
