@@ -4,6 +4,7 @@ and per-iteration rollout statistics."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import pathlib
@@ -11,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from memex_jax import checkpoint as checkpoint_lib
 from memex_jax.agent import AgentConfig
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games as games_lib
@@ -93,3 +95,48 @@ def summarize(trajectories: Sequence[Any]) -> dict[str, float]:
   for reason in sorted(set(reasons)):
     out[f"finish_{reason}"] = reasons.count(reason) / len(reasons)
   return out
+
+
+def write_trajectories(path: str | os.PathLike[str], trajectories: Sequence[Any]) -> None:
+  """One JSON line per trajectory: its conversation, memory store and metrics (for audit)."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with path.open("w") as f:
+    for t in trajectories:
+      f.write(json.dumps({
+          "trajectory_id": t.trajectory_id, "group_id": t.group_id, "task": t.task_text,
+          "metrics": t.metrics.as_dict(), "memory": t.memory, "error": t.error,
+          "segments": [[{"role": m.role, "content": m.content} for m in s.messages]
+                       for s in t.segments]}) + "\n")
+
+
+def export_params(workdir: str, step: int, params: Any) -> str:
+  """Saves the policy's params alone under <workdir>/params (what RL and evaluation start from)."""
+  directory = os.path.join(workdir, "params")
+  with checkpoint_lib.Checkpointer(directory, max_to_keep=1, async_save=False) as ckpt:
+    ckpt.save(step, params, {"step": step})
+  return directory
+
+
+def import_params(directory: str, target: Any) -> Any:
+  """The params of the newest usable export in `directory`, placed like `target`."""
+  with checkpoint_lib.Checkpointer(directory, max_to_keep=None) as ckpt:
+    restored = ckpt.restore_latest(target)
+  if restored is None:
+    raise FileNotFoundError(f"no restorable params export under {directory} "
+                            f"(pass a <workdir>/params folder written by memex_sft or memex_grpo)")
+  for step, reason in restored.rejected:
+    print(f"params export {step} in {directory} rejected: {reason}")
+  print(f"params from {directory} (step {restored.step})")
+  return restored.state
+
+
+def make_mesh_or_exit(mesh: Any, rows: int) -> Any:
+  """The device mesh of `config.mesh`; an impossible mesh or batch ends the run with one line."""
+  from memex_jax import parallel  # pylint: disable=g-import-not-at-top
+  try:
+    result = parallel.make_mesh(parallel.MeshConfig(mesh.data, mesh.fsdp, mesh.tensor))
+    parallel.check_batch_size(rows, result, name="config.batch.rows")
+  except ValueError as e:
+    raise SystemExit(f"config error: {e}") from None
+  return result

@@ -19,9 +19,7 @@ from ml_collections import config_flags
 import tqdm
 
 from experiments import common
-from memex_jax import checkpoint as checkpoint_lib
 from memex_jax import plots
-from memex_jax import rl
 from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.models import quant
@@ -29,17 +27,6 @@ from memex_jax.sampling import Sampler, SamplerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/evaluate.py")
 OFFICIAL_SIZES = {"valid_seen": 140, "valid_unseen": 134}
-
-
-def restore_params(directory: str, params):
-  """Params of the newest usable checkpoint in `directory` (train state restored, then taken)."""
-  optimizer = rl.make_optimizer()
-  target = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(0))
-  restored = checkpoint_lib.Checkpointer(directory).restore_latest(target)
-  if restored is None:
-    raise FileNotFoundError(f"no restorable checkpoint under {directory}")
-  print(f"evaluating checkpoint step {restored.step} of {directory}")
-  return restored.state.params
 
 
 def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
@@ -58,13 +45,13 @@ def main(argv) -> None:
   c = _CONFIG.value
   model_cfg, params, tokenizer = common.load_model(c.model)
   if c.checkpoint:
-    params = restore_params(c.checkpoint, params)
+    params = common.import_params(c.checkpoint, params)
   if model_cfg.quant == "int4_qat":
     model_cfg, params = model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
   sampler = Sampler(model_cfg, params, tokenizer, SamplerConfig(
       num_slots=c.batch_episodes, cache_length=c.agent.context_window, temperature=0.0,
       seed=c.seed))
-  renderer = ChatRenderer(tokenizer)
+  renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   rows, results = [], {}
   pool = common.make_pool(c.env, c.batch_episodes)
   try:

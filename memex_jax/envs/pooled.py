@@ -20,7 +20,7 @@ class PooledEnv:
     self._changed = False
 
   def reset(self, task: Any) -> tuple[str, str]:
-    if self.episode_id in self.pool.running():
+    if self.episode_id in self.pool.running:
       # The agent loop may stop an episode (step budget) before the engine says done.
       self.pool.release([self.episode_id])
     [result] = self.pool.start([pool_lib.Episode(self.episode_id, task)])

@@ -57,3 +57,17 @@ def test_a_tokenizer_without_chatml_tokens_is_refused():
   model = pathlib.Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1"
   with pytest.raises(ValueError, match="not one special token"):
     ChatRenderer(Tokenizer.load(model))
+
+
+def test_assistant_prefix_is_context_and_part_of_the_turn_text(smollm2_tokenizer):
+  prefix = '<tool_call>\n{"name": "'
+  renderer = ChatRenderer(smollm2_tokenizer, assistant_prefix=prefix)
+  plain = ChatRenderer(smollm2_tokenizer)
+  prefix_ids = smollm2_tokenizer.encode(prefix)
+  assert renderer.generation_prompt_ids() == plain.generation_prompt_ids() + prefix_ids
+  sampled = smollm2_tokenizer.encode('execute", "arguments": {"command": "look"}}\n</tool_call>')
+  text = renderer.assistant_text(sampled)
+  assert text.startswith(prefix) and text.endswith("</tool_call>")
+  rendered = renderer.render([Message("assistant", text)])
+  assert rendered.ids[:len(renderer.generation_prompt_ids())] == renderer.generation_prompt_ids()
+  assert sum(rendered.loss_mask) == len(smollm2_tokenizer.encode(text[len(prefix):])) + 1

@@ -38,6 +38,7 @@ from memex_jax.agent.chat import IM_END
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LOOK, AlfWorldConfig, AlfWorldEnv, memex_harder
 from memex_jax.memory import COMPRESS, READ
+from memex_jax.memory.accounting import TextTokenizer
 from memex_jax.memory.anchors import AnchorError, extract_span
 
 ALFWORLD_INSTRUCTIONS = (
@@ -51,6 +52,7 @@ _ID = re.compile(r"\b[a-z]+ \d+\b")
 _STATUS = re.compile(r"\[Context Status: working=(\d+), total=\d+, threshold=(\d+)\]")
 _RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
 _LISTING = "Looking quickly around you, you see"
+_PLAN_SHOWN = 6  # Plan steps a progress state spells out.
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
 
 
@@ -143,9 +145,11 @@ def _anchors(working: str, span: str, mid_hint: str) -> dict[str, str] | None:
 class _Demonstrator:
   """Chooses each turn from the decoded context (a script entry of `ScriptedPolicy`)."""
 
-  def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random):
+  def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random,
+               tokenizer: TextTokenizer):
     self._plan = list(walkthrough)
-    self._config, self._rng = config, rng
+    self._config, self._rng, self._tokenizer = config, rng, tokenizer
+    self._expected: tuple[str, str] | None = None  # (memory tool, what its reply must start with)
     self._plan_at = 0
     self._queue: list[str] = [LOOK]
     self._surveying = True
@@ -166,9 +170,13 @@ class _Demonstrator:
   def __call__(self, context: str) -> str:
     self._turns += 1
     working = context.split(IM_END, 2)[2]
+    responses = _RESPONSE.findall(working)
+    latest = responses[-1] if responses else ""
+    if self._expected and not latest.startswith(self._expected[1]):
+      raise DemonstrationError(f"{self._expected[0]} was rejected: {latest[:300]}")
+    self._expected = None
     if self._awaiting is not None:
-      responses = _RESPONSE.findall(working)
-      self._record(self._awaiting, responses[-1] if responses else "")
+      self._record(self._awaiting, latest)
       self._awaiting = None
     statuses = _STATUS.findall(working)
     if statuses and int(statuses[-1][0]) > int(statuses[-1][1]):
@@ -180,6 +188,7 @@ class _Demonstrator:
     if readable:
       self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
                                                 len(readable[k])))
+      self._expected = (READ, self._blocks[self._read])
       return _call(f"I need the exact id of the {' and the '.join(map(_kind, missing))}; it is "
                    f"archived under {self._read}, so I read it back instead of searching again.",
                    READ, index=self._read)
@@ -210,8 +219,9 @@ class _Demonstrator:
 
   def _keep_surveying(self) -> bool:
     done, config = len(self._surveyed), self._config
-    turns_left = config.agent.max_steps - self._turns - len(self._plan) - config.step_reserve
-    if turns_left < 3:
+    # The plan may need a read before each of its moves.
+    plan_turns = len(self._plan) + sum(c.startswith("go to ") for c in self._plan)
+    if config.agent.max_steps - self._turns - plan_turns - config.step_reserve < 3:
       return False
     if any(k in self._survey for k in self._key_receptacles) or done < config.min_survey:
       return True
@@ -229,19 +239,25 @@ class _Demonstrator:
     return list(dict.fromkeys(things + _ID.findall(command)))
 
   def _record(self, command: str, observation: str) -> None:
+    verb, _, target = command.partition(" ")
+    if observation.startswith("Nothing happens") and verb == "go":
+      # Receptacles sharing a spot cannot be gone to from each other: examine it from here.
+      if self._visit == _ID.findall(command)[0]:
+        self._queue.append(f"examine {self._visit}")
+      return
     if observation.startswith("Nothing happens") or not observation:
       raise DemonstrationError(f"{command!r} failed: {observation!r}")
     self._log.append((self._segment, command, observation))
-    verb, _, target = command.partition(" ")
     if command == LOOK:
       self._plan_survey(_seen_items(observation))
+    elif verb in ("go", "examine") and self._visit and self._visit in command:
+      self._location = self._location if verb == "examine" else self._visit
+      self._surveyed.append(self._visit)
+      if f"The {self._visit} is closed." in observation:
+        self._queue += [f"open {self._visit}", f"close {self._visit}"]
+      self._visit = None
     elif verb == "go":
       self._location = target.removeprefix("to ")
-      if self._location == self._visit:
-        self._surveyed.append(self._visit)
-        if f"The {self._visit} is closed." in observation:
-          self._queue += [f"open {self._visit}", f"close {self._visit}"]
-        self._visit = None
     elif verb == "take":
       self._holding = target.split(" from ")[0]
     elif verb == "move":
@@ -271,6 +287,9 @@ class _Demonstrator:
         return pick([f"I have not searched {ids[0]} yet; going there.",
                      f"Next I check {ids[0]} to map what the room holds.",
                      f"Continuing the survey with {ids[0]}."])
+      if verb == "examine":
+        return (f"Nothing happened: {ids[0]} must share the spot I am at, so I examine it from "
+                "here.")
       if verb == "open":
         return pick([f"{ids[0]} is closed; I open it to see inside.",
                      f"I open {ids[0]} to check its contents."])
@@ -311,41 +330,57 @@ class _Demonstrator:
     if looked and "room_listing" not in self._blocks:
       listing = looked[0][looked[0].index(_LISTING):]
       items = _seen_items(listing)
-      archive("room_listing", "the room's receptacles with exact ids (look output, verbatim)",
+      archive("room_listing", "receptacle ids in the room (look, verbatim)",
               listing, items[len(items) // 2])
     for thing in self._key_objects:
       seen = [obs for _, obs in current if thing in _seen_items(obs)]
       if seen and not any(_mentions(content, thing) for content in self._blocks.values()):
         archive(self._new_index(f"found_{_kind(thing)}"),
-                f"where a {_kind(thing)} was seen (observation, verbatim)", seen[0], thing)
-    contents: dict[str, str] = {}
-    done = []
-    for command, observation in current:
-      verb, target = command.split(" ")[0], (_ID.findall(command) or [""])[-1]
-      if verb in ("go", "open") and ("you see" in observation):
-        contents[target] = ", ".join(_seen_items(observation)) or "nothing"
-      elif verb not in ("go", "open", "close", LOOK):
-        done.append(f"- done: {command}")
-    notes = [f"- {r}: {items}" for r, items in contents.items()] + done
-    if notes:
-      index = self._new_index(f"notes_{self._segment}")
-      content = "\n".join(notes)
-      blocks.append({"index": index, "description": "what each searched receptacle holds and "
-                     "the actions done, with exact ids", "db_content": content})
-      self._blocks[index] = content
+                f"where a {_kind(thing)} was seen (verbatim)", seen[0], thing)
     found = sorted({_kind(o) for o in self._key_objects
                     if any(o in _seen_items(obs) for _, _, obs in self._log)})
     remaining = [_abstract(c) for c in self._queue]
     if self._survey:
       remaining.append(f"{len(self._survey)} more receptacles to search")
     remaining += [_abstract(c) for c in self._plan[self._plan_at:]]
+    if len(remaining) > _PLAN_SHOWN:
+      remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
     summary = (f"Done: used look (it is no longer available); {len(self._surveyed)} receptacles "
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
-    return _call("The working context is over the threshold, so I archive the room listing, "
-                 "what I found and my notes under new indices and keep a short plan.",
-                 COMPRESS, summary=summary, db_blocks=blocks)
+    index = self._new_index(f"notes_{self._segment}")
+    for brief in (False, True):  # Brief notes name only what the task needs.
+      notes = self._notes(current, brief)
+      turn = _call("The working context is over the threshold: I archive the listing, what I "
+                   "found and my notes, and keep a short plan.", COMPRESS, summary=summary,
+                   db_blocks=blocks + [{"index": index, "description": "receptacle contents "
+                                        "and actions done (exact ids)", "db_content": notes}])
+      size = len(self._tokenizer.encode(turn)) + 1  # + <|im_end|>
+      if size <= self._config.agent.max_turn_tokens:
+        self._blocks[index] = notes
+        self._expected = (COMPRESS, "[Indexed Summary]")
+        return turn
+    raise DemonstrationError(f"the CompressExperience turn needs {size} tokens, over "
+                             f"max_turn_tokens={self._config.agent.max_turn_tokens}")
+
+  def _notes(self, current: list[tuple[str, str]], brief: bool) -> str:
+    """What each receptacle searched since the last compression held, and the actions done."""
+    contents: dict[str, list[str]] = {}
+    done = []
+    for command, observation in current:
+      verb, target = command.split(" ")[0], (_ID.findall(command) or [""])[-1]
+      if verb in ("go", "open", "examine") and "you see" in observation:
+        contents[target] = _seen_items(observation)
+      elif verb not in ("go", "open", "close", "examine", LOOK):
+        done.append(f"- done: {command}")
+    needed = set(self._key_objects) | set(self._key_receptacles)
+    listed = {r: items for r, items in contents.items()
+              if items and (not brief or needed & {r, *items})}
+    rest = [r for r in contents if r not in listed]
+    label = "searched, nothing needed" if brief else "empty"
+    return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +
+                     ([f"- {label}: {', '.join(rest)}"] if rest else []) + done)
 
   def _new_index(self, base: str) -> str:
     index, n = base, 1
@@ -380,7 +415,8 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   Raises:
     DemonstrationError: the solution failed in the engine or did not win.
   """
-  demonstrator = _Demonstrator(read_walkthrough(game_path), config, random.Random(seed))
+  demonstrator = _Demonstrator(read_walkthrough(game_path), config, random.Random(seed),
+                               renderer.tokenizer)
   policy = ScriptedPolicy(renderer, [[demonstrator] * config.agent.max_steps])
   try:
     [trajectory] = run_episodes(policy, [EpisodeSpec(env or AlfWorldEnv(config.env),
@@ -400,8 +436,10 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   back and the working context did not show before it.
   """
   stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
-           "reads": 0, "reads_used": 0, "summary_truncated": False}
+           "reads": 0, "reads_used": 0, "summary_truncated": False, "longest_turn": 0}
   for segment in trajectory.segments:
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.loss_mask, 0])))[::2]
+    stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
     working = list(segment.messages[2:])
     seen, supplied = "", []
     stats["summary_truncated"] |= "[...truncated]" in working[0].content
@@ -489,6 +527,7 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
       "mean_segments": mean([m["num_segments"] for m in metrics]),
       "mean_reads": mean([s["reads"] for s in stats]),
       "peak_working": max([m["peak_working"] for m in metrics], default=0),
+      "longest_turn": max([s["longest_turn"] for s in stats], default=0),
       "segments": sum(m["num_segments"] for m in metrics),
       "tokens": sum(m["total_tokens"] for m in metrics),
       "task_types": dict(sorted(collections.Counter(task_types).items())),

@@ -1,0 +1,50 @@
+r"""SFT warm start on expert ALFWorld demonstrations written in the Memex format.
+
+CPU default (a few steps, to check the pipeline end to end):
+
+  python -m experiments.memex_sft --config experiments/configs/memex_sft.py \
+      --config.workdir=/tmp/memex_sft
+
+GPU (train until the loss reaches `target_loss`):
+
+  python -m experiments.memex_sft --config experiments/configs/memex_sft.py:gpu \
+      --config.workdir=/tmp/memex_sft_gpu
+
+Then start RL from it: `--config.init_checkpoint=/tmp/memex_sft_gpu/params` on memex_grpo.
+"""
+
+import ml_collections
+
+from experiments.configs import memex_grpo
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  """`arg` is '' (CPU default) or 'gpu'."""
+  gpu = arg == "gpu"
+  rl = memex_grpo.get_config(arg)
+  c = ml_collections.ConfigDict()
+  c.workdir = "/tmp/memex_sft"
+  c.seed = 0
+  c.model = rl.model
+  c.env = rl.env
+  c.env.num_games = 512 if gpu else 4
+  c.demos = ml_collections.ConfigDict()
+  c.demos.num = 1024 if gpu else 4
+  c.demos.dir = ""  # "" = <workdir>/demonstrations, written if missing
+  c.demos.context_window = 8192
+  c.demos.threshold = 2048
+  c.batch = ml_collections.ConfigDict()
+  c.batch.rows = 8 if gpu else 1
+  c.batch.seq_len = 8192 if gpu else 1024
+  c.mesh = rl.mesh
+  c.optim = ml_collections.ConfigDict()
+  c.optim.learning_rate = 1e-4
+  c.optim.weight_decay = 0.1
+  c.optim.clip_norm = 1.0
+  c.optim.warmup_steps = 20 if gpu else 0
+  c.num_steps = 400 if gpu else 3
+  c.target_loss = 0.15 if gpu else 0.0  # stop once the smoothed loss is below it (0: never)
+  c.log_every = 10 if gpu else 1
+  c.checkpoint = ml_collections.ConfigDict()
+  c.checkpoint.keep = 2
+  return c

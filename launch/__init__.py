@@ -1,0 +1,1 @@
+"""Launch scripts: sweeps of the experiments' entry points (local executor)."""
