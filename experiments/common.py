@@ -14,6 +14,7 @@ import numpy as np
 
 from memex_jax import checkpoint as checkpoint_lib
 from memex_jax.agent import AgentConfig
+from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games as games_lib
 from memex_jax.envs.alfworld import generate as generate_lib
@@ -76,10 +77,11 @@ def make_pool(env: Any, num_workers: int) -> pool_lib.EnvPool:
 
 
 def agent_config(agent: Any, mode: str | None = None) -> AgentConfig:
-  return AgentConfig(mode=mode or agent.mode, max_steps=agent.max_steps,
-                     context_window=agent.context_window, threshold=agent.threshold,
-                     max_turn_tokens=agent.max_turn_tokens,
-                     summary_token_budget=agent.summary_token_budget)
+  """The ALFWorld agent settings, with the demonstrations' system prompt (SFT and RL must match)."""
+  return demonstrations.smollm2_agent_config(
+      mode=mode or agent.mode, max_steps=agent.max_steps, context_window=agent.context_window,
+      threshold=agent.threshold, max_turn_tokens=agent.max_turn_tokens,
+      summary_token_budget=agent.summary_token_budget)
 
 
 def summarize(trajectories: Sequence[Any]) -> dict[str, float]:

@@ -15,3 +15,6 @@ from memex_jax.harness.retrieval import ablation_configs
 from memex_jax.harness.retrieval import retrieve
 from memex_jax.harness.retrieval import RetrievalConfig
 from memex_jax.harness.retrieval import Retrieved
+from memex_jax.harness.embeddings import Encoder
+from memex_jax.harness.embeddings import MINILM_NAME
+from memex_jax.harness.embeddings import TextEncoder

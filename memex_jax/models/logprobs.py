@@ -54,18 +54,20 @@ def chunked_logprobs(hidden: Array, kernel: Array, targets: Array, temperature: 
 
 def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: Array,
                       segment_ids: Array | None = None, temperature: float = 1.0,
-                      chunk_size: int = 512) -> Array:
+                      chunk_size: int = 512, return_entropy: bool = False):
   """logprobs [B T] of tokens[:, t] given tokens[:, :t]; entry 0 of each row is 0.
 
   With segment ids, the first token of each packed segment also gets 0 (nothing precedes it).
+  With `return_entropy`, returns (logprobs, entropy [B T]) with the same zeros.
   """
   model = transformer.Transformer(cfg)
   hidden, _ = model.apply({"params": params}, tokens, positions, segment_ids=segment_ids,
                           return_hidden=True)  # B T D
   kernel = transformer.head_kernel(params, cfg)
-  logp, _ = chunked_logprobs(hidden[:, :-1], kernel, tokens[:, 1:], temperature, chunk_size)
-  logp = jnp.pad(logp, ((0, 0), (1, 0)))
+  logp, entropy = chunked_logprobs(hidden[:, :-1], kernel, tokens[:, 1:], temperature,
+                                   chunk_size)  # B T-1
+  starts = jnp.zeros(tokens.shape, bool).at[:, 0].set(True)
   if segment_ids is not None:
-    starts = jnp.pad(segment_ids[:, 1:] != segment_ids[:, :-1], ((0, 0), (1, 0)))
-    logp = jnp.where(starts, 0.0, logp)
-  return logp
+    starts = starts.at[:, 1:].set(segment_ids[:, 1:] != segment_ids[:, :-1])
+  shift = lambda x: jnp.where(starts, 0.0, jnp.pad(x, ((0, 0), (1, 0))))
+  return (shift(logp), shift(entropy)) if return_entropy else shift(logp)

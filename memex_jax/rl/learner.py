@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
-from memex_jax.models.logprobs import chunked_logprobs
+from memex_jax.models.logprobs import sequence_logprobs
 from memex_jax.rl.batch import PackedBatch
 from memex_jax.rl.losses import LossConfig, policy_loss, sft_loss
 
@@ -92,16 +91,8 @@ def token_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
   Position t holds log pi(tokens[t] | tokens[:t]) and the entropy of that distribution; the
   first token of every packed segment has nothing before it and gets 0 in both.
   """
-  model = transformer.Transformer(model_cfg)
-  hidden, _ = model.apply({"params": params}, batch.tokens, batch.positions,
-                          segment_ids=batch.segment_ids, return_hidden=True)  # B T D
-  kernel = transformer.head_kernel(params, model_cfg)
-  logp, entropy = chunked_logprobs(hidden[:, :-1], kernel, batch.tokens[:, 1:], temperature,
-                                   chunk_size)  # B T-1
-  seg = batch.segment_ids
-  starts = jnp.pad(seg[:, 1:] != seg[:, :-1], ((0, 0), (1, 0)), constant_values=True)  # B T
-  shift = lambda x: jnp.where(starts, 0.0, jnp.pad(x, ((0, 0), (1, 0))))
-  return shift(logp), shift(entropy)
+  return sequence_logprobs(model_cfg, params, batch.tokens, batch.positions, batch.segment_ids,
+                           temperature, chunk_size, return_entropy=True)
 
 
 @functools.partial(jax.jit, static_argnames=("model_cfg", "field", "temperature", "chunk_size"))

@@ -1,5 +1,7 @@
 """Expert demonstrations with memory: written by the CLI, replayed through the real agent loop."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -12,6 +14,8 @@ from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, parse_tu
                              run_episodes)
 from memex_jax.envs.alfworld import demonstrations as demos
 from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld import generate
+from memex_jax.envs.alfworld import pddl
 from memex_jax.envs.alfworld.env import AlfWorldEnv, memex_harder
 
 # Small scenes keep the engine fast; a lower threshold makes them long enough to need memory.
@@ -51,8 +55,6 @@ def dataset(small_root, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("demos"))
   argv = ["--games", small_root, "--split", "valid_seen", "--out", out, "--num", str(NUM),
           "--seed", "3", "--workers", "2", "--shards", "2", "--threshold", str(THRESHOLD)]
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
   printed = io.StringIO()
   with contextlib.redirect_stdout(printed):
     demos.main(argv)
@@ -175,6 +177,24 @@ def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, config, e
   assert [s.token_ids.tolist() for s in other.segments] != [s["token_ids"] for s in stored]
 
 
+def test_a_receptacle_sharing_the_current_spot_is_examined_instead(tmp_path, renderer, config,
+                                                                    env):
+  # Bedroom 312 stacks shelves on one spot: from one, "go to" another does nothing.
+  spec = generate.game_spec("train", 1, 7, "pick_two_obj_and_place")
+  pddl.write_game(spec, str(tmp_path / "game"), name="shelves")
+  for seed in range(4):
+    trajectory = demos.make_demonstration(str(tmp_path / "game"), renderer, config, seed, env)
+    messages = [m for s in trajectory.segments for m in s.messages[2:]]
+    failed = [i for i, m in enumerate(messages) if "\nNothing happens.\n" in m.content]
+    if failed:
+      break
+  assert failed and trajectory.metrics.success and trajectory.metrics.p_redundancy == 0
+  gone = parse_turn(messages[failed[0] - 1].content).call.arguments["command"]
+  examined = parse_turn(messages[failed[0] + 1].content).call.arguments["command"]
+  assert examined == gone.replace("go to", "examine")
+  assert "you see" in messages[failed[0] + 2].content
+
+
 def _broken_copy(small_root, tmp_path, walkthrough):
   source = games.find_games(small_root, "valid_seen")[0]
   folder = tmp_path / "broken"
@@ -191,11 +211,12 @@ def _broken_copy(small_root, tmp_path, walkthrough):
 
 def test_a_failing_solution_raises_naming_the_game_and_command(small_root, tmp_path, renderer,
                                                                env):
-  game = _broken_copy(small_root, tmp_path, ["go to nowhere 1"])
+  game = _broken_copy(small_root, tmp_path, ["take ghost 1 from nowhere 1"])
   # A short episode leaves no room for a survey: the bad command runs right after look.
   short = demos.DemonstrationConfig(agent=demos.smollm2_agent_config(max_steps=8))
   with pytest.raises(demos.DemonstrationError,
-                     match=r"broken: 'go to nowhere 1' failed: 'Nothing happens.'"):
+                     match=r"broken: 'take ghost 1 from nowhere 1' failed: 'Nothing "
+                     r"happens.'"):
     demos.make_demonstration(game, renderer, short, 0, env)
 
 

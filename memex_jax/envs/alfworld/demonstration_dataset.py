@@ -1,0 +1,192 @@
+r"""The SFT dataset of expert ALFWorld demonstrations: segment shards, trajectories, a summary.
+
+  python -m memex_jax.envs.alfworld.demonstration_dataset --games DIR --out DIR --num N --seed S
+
+Each worker process plays games with its own engine (`demonstrations.make_demonstration`); a
+game whose expert solution fails is reported in the summary, not written. `iter_sft_examples`
+reads the segments back as (token_ids, loss_mask) pairs for supervised fine-tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import functools
+import json
+import multiprocessing
+import os
+import random
+import sys
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import tqdm
+
+from memex_jax.agent import ChatRenderer
+from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld.demonstrations import (DemonstrationConfig, DemonstrationError,
+                                                    demonstration_stats, make_demonstration,
+                                                    smollm2_agent_config)
+from memex_jax.envs.alfworld.env import AlfWorldEnv
+
+SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summary.json"
+
+
+def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard."""
+  shards = ([path] if os.path.isfile(path) else
+            sorted(os.path.join(path, f) for f in os.listdir(path)
+                   if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
+  if not shards:
+    raise FileNotFoundError(f"no {SEGMENTS_PREFIX}-*.jsonl shards in {path}")
+  for shard in shards:
+    with open(shard) as f:
+      for line_number, line in enumerate(f, 1):
+        record = json.loads(line)
+        ids, mask = (np.asarray(record[k], np.int32) for k in ("token_ids", "loss_mask"))
+        if ids.shape != mask.shape:
+          raise ValueError(f"{shard}:{line_number}: token_ids and loss_mask differ in length")
+        yield ids, mask
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(config: DemonstrationConfig) -> None:
+  from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
+  from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
+  _WORKER.update(config=config, env=AlfWorldEnv(config.env),
+                 renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
+
+
+def _demonstrate(job: tuple[int, str, str, int]) -> dict[str, Any]:
+  demo, root, game, seed = job
+  record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed}
+  try:
+    trajectory = make_demonstration(game, _WORKER["renderer"], _WORKER["config"], seed,
+                                    _WORKER["env"])
+  except (DemonstrationError, ValueError, FileNotFoundError) as e:
+    return {**record, "error": str(e)}
+  segments = [{"segment_index": s.segment_index, "token_ids": s.token_ids.tolist(),
+               "loss_mask": s.loss_mask.tolist(),
+               "messages": [{"role": m.role, "content": m.content} for m in s.messages]}
+              for s in trajectory.segments]
+  return {**record, "task_text": trajectory.task_text, "segments": segments,
+          "memory": trajectory.memory, "metrics": trajectory.metrics.as_dict(),
+          "stats": demonstration_stats(trajectory)}
+
+
+def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+  """Dataset totals and the two shares that matter for teaching memory use."""
+  def mean(values):
+    return float(np.mean(values)) if done else 0.0
+  stats = [r["stats"] for r in done]
+  metrics = [r["metrics"] for r in done]
+  task_types = [os.path.basename(os.path.dirname(r["game"])).split("-")[0] for r in done]
+  return {
+      "demonstrations": len(done), "failed": len(failed),
+      "failures": [{"game": r["game"], "error": r["error"]} for r in failed],
+      "share_crossing_threshold": mean([s["crossed_threshold"] for s in stats]),
+      "share_with_used_read": mean([s["reads_used"] > 0 for s in stats]),
+      "share_with_anchor_and_explicit_blocks": mean(
+          [s["anchor_blocks"] > 0 and s["explicit_blocks"] > 0 for s in stats]),
+      "mean_steps": mean([m["steps"] for m in metrics]),
+      "mean_segments": mean([m["num_segments"] for m in metrics]),
+      "mean_reads": mean([s["reads"] for s in stats]),
+      "peak_working": max([m["peak_working"] for m in metrics], default=0),
+      "longest_turn": max([s["longest_turn"] for s in stats], default=0),
+      "segments": sum(m["num_segments"] for m in metrics),
+      "tokens": sum(m["total_tokens"] for m in metrics),
+      "task_types": dict(sorted(collections.Counter(task_types).items())),
+  }
+
+
+def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: int,
+                         workers: int = 1, shards: int = 4,
+                         config: DemonstrationConfig = DemonstrationConfig(),
+                         games_root: str | None = None, progress: bool = True) -> dict[str, Any]:
+  """Demonstrates `num` games (seeded order, cycling) into `out`; returns the summary.
+
+  Writes `segments-XXXXX-of-YYYYY.jsonl` (one segment per line: demo, game, seed,
+  segment_index, token_ids, loss_mask, messages), `trajectories.jsonl` (per demonstration:
+  game, metrics, memory stats, archive) and `summary.json`. Failed games are reported in the
+  summary, not written.
+
+  Args:
+    game_folders: the games to draw from.
+    out: the dataset folder.
+    num: demonstrations to make.
+    seed: fixes the game order and every demonstration's survey and wording.
+    workers: processes, each with its own engine.
+    shards: segment files; a demonstration's segments share one.
+    config: agent, env and survey settings.
+    games_root: game ids are paths relative to it (default: the paths as given).
+    progress: show a progress bar.
+  """
+  if not game_folders or num < 1 or shards < 1 or workers < 1:
+    raise ValueError(f"need games, num >= 1, shards >= 1 and workers >= 1 (got "
+                     f"{len(game_folders)} games, {num}, {shards}, {workers})")
+  order = sorted(game_folders)
+  random.Random(f"demo-order-{seed}").shuffle(order)
+  jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i) for i in range(num)]
+  os.makedirs(out, exist_ok=True)
+  bar = functools.partial(tqdm.tqdm, total=num, desc="demonstrations", disable=not progress)
+  done, failed = [], []
+  with contextlib.ExitStack() as stack:
+    if workers == 1:  # In this process: its one engine serves every demonstration.
+      _init_worker(config)
+      results = map(_demonstrate, jobs)
+    else:
+      pool = stack.enter_context(
+          multiprocessing.get_context("spawn").Pool(workers, _init_worker, (config,)))
+      results = pool.imap(_demonstrate, jobs)
+    files = [stack.enter_context(open(os.path.join(
+        out, f"{SEGMENTS_PREFIX}-{k:05d}-of-{shards:05d}.jsonl"), "w")) for k in range(shards)]
+    trajectories = stack.enter_context(open(os.path.join(out, TRAJECTORIES), "w"))
+    for result in bar(results):
+      if "error" in result:
+        failed.append(result)
+        continue
+      header = {k: result[k] for k in ("demo", "game", "seed")}
+      for segment in result.pop("segments"):
+        files[result["demo"] % shards].write(json.dumps({**header, **segment}) + "\n")
+      trajectories.write(json.dumps(result) + "\n")
+      done.append(result)
+  summary = _summarize(done, failed)
+  with open(os.path.join(out, SUMMARY), "w") as f:
+    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent), **summary}, f, indent=1,
+              default=str)
+  return summary
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--games", required=True, help="game root (generate.py's --out)")
+  parser.add_argument("--split", default="train")
+  parser.add_argument("--out", required=True, help="dataset folder")
+  parser.add_argument("--num", type=int, required=True, help="demonstrations to write")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                      help="processes, one engine each")
+  parser.add_argument("--shards", type=int, default=4)
+  parser.add_argument("--context-window", type=int, default=8192)
+  parser.add_argument("--threshold", type=int, default=2048,
+                      help="compression threshold tau (2048 for SmolLM2's 8K window)")
+  args = parser.parse_args(argv)
+  config = DemonstrationConfig(agent=smollm2_agent_config(context_window=args.context_window,
+                                                          threshold=args.threshold))
+  summary = write_demonstrations(games.find_games(args.games, args.split), args.out, args.num,
+                                 args.seed, args.workers, args.shards, config, args.games)
+  print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))
+  print(f"{summary['share_crossing_threshold']:.0%} of the demonstrations cross the compression "
+        f"threshold; {summary['share_with_used_read']:.0%} need a ReadExperience whose content a "
+        "later action uses.")
+  for failure in summary["failures"]:
+    print(f"failed: {failure['game']}: {failure['error']}")
+  sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  main()
