@@ -27,6 +27,7 @@ from memex_jax import plots
 from memex_jax import rl
 from memex_jax import run_log
 from memex_jax.agent.trajectory import Segment
+from memex_jax.envs.alfworld import demonstration_dataset
 from memex_jax.envs.alfworld import demonstrations
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/memex_sft.py")
@@ -37,7 +38,7 @@ def demonstration_segments(folder: str, seed: int) -> list[Segment]:
   segments = [Segment(token_ids=ids, loss_mask=mask, rollout_logprobs=np.zeros(len(ids), np.float32),
                       trajectory_id=i, group_id=0, segment_index=0, messages=(), reward=0.0,
                       metrics=None)
-              for i, (ids, mask) in enumerate(demonstrations.iter_sft_examples(folder))]
+              for i, (ids, mask) in enumerate(demonstration_dataset.iter_sft_examples(folder))]
   np.random.default_rng(seed).shuffle(segments)
   return segments
 
@@ -48,12 +49,12 @@ def main(argv) -> None:
   parallel.maybe_initialize()
   mesh = common.make_mesh_or_exit(c.mesh, c.batch.rows)
   demo_dir = c.demos.dir or os.path.join(c.workdir, "demonstrations")
-  if not os.path.exists(os.path.join(demo_dir, demonstrations.SUMMARY)):
+  if not os.path.exists(os.path.join(demo_dir, demonstration_dataset.SUMMARY)):
     games = common.alfworld_games(c.env)
     config = demonstrations.DemonstrationConfig(agent=demonstrations.smollm2_agent_config(
         context_window=c.demos.context_window, threshold=c.demos.threshold))
-    summary = demonstrations.write_demonstrations(games, demo_dir, c.demos.num, c.seed,
-                                                  workers=c.env.workers, config=config)
+    summary = demonstration_dataset.write_demonstrations(games, demo_dir, c.demos.num, c.seed,
+                                                         workers=c.env.workers, config=config)
     print(f"demonstrations: {summary['demonstrations']} written, {summary['failed']} failed; "
           f"{summary['share_crossing_threshold']:.0%} cross the threshold, "
           f"{summary['share_with_used_read']:.0%} use a ReadExperience")

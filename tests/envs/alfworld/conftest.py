@@ -1,8 +1,21 @@
-"""Shared ALFWorld fixtures: a small generated split covering all six task types."""
+"""Shared ALFWorld fixtures: a small generated split covering all six task types, and what the
+demonstration tests share (renderer, config, engine, the split's small scenes, broken games)."""
+
+import json
+import os
+import shutil
 
 import pytest
 
+from memex_jax.agent import ChatRenderer
+from memex_jax.envs.alfworld import demonstrations
+from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld import generate
+from memex_jax.envs.alfworld.env import AlfWorldEnv
+
+# Small scenes keep the engine fast; a lower threshold makes them long enough to need memory.
+MAX_RECEPTACLES = 12
+DEMONSTRATION_THRESHOLD = 1024
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +39,47 @@ def game_by_type(games_root, manifest):
   for record in manifest:
     folders.setdefault(record["task_type"], f"{games_root}/{record['path']}")
   return folders
+
+
+@pytest.fixture(scope="session")
+def renderer(smollm2_tokenizer):
+  return ChatRenderer(smollm2_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def demonstration_config():
+  return demonstrations.DemonstrationConfig(
+      agent=demonstrations.smollm2_agent_config(threshold=DEMONSTRATION_THRESHOLD))
+
+
+@pytest.fixture(scope="session")
+def demonstration_env(demonstration_config):
+  return AlfWorldEnv(demonstration_config.env)
+
+
+@pytest.fixture(scope="session")
+def small_root(games_root, manifest, tmp_path_factory):
+  """A game root holding only the generated split's small scenes."""
+  root = tmp_path_factory.mktemp("small_games")
+  for record in manifest:
+    if record["num_receptacles"] <= MAX_RECEPTACLES:
+      shutil.copytree(os.path.join(games_root, record["path"]), root / record["path"])
+  return str(root)
+
+
+@pytest.fixture
+def broken_copy(small_root, tmp_path):
+  """Makes `tmp_path/broken`: a small game with its walkthrough replaced (None: removed)."""
+  def make(walkthrough):
+    source = games.find_games(small_root, "valid_seen")[0]
+    folder = tmp_path / "broken"
+    shutil.copytree(source, folder)
+    path = folder / games.GAME_FILE
+    game = json.loads(path.read_text())
+    if walkthrough is None:
+      del game["walkthrough"]
+    else:
+      game["walkthrough"] = walkthrough
+    path.write_text(json.dumps(game))
+    return str(folder)
+  return make

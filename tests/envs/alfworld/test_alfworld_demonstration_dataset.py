@@ -1,0 +1,151 @@
+"""The demonstration dataset: written by the CLI, read back for SFT, replayed through the loop."""
+
+import contextlib
+import io
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from memex_jax.agent import EpisodeSpec, ScriptedPolicy, parse_turn, run_episodes
+from memex_jax.envs.alfworld import demonstration_dataset as dataset_lib
+from memex_jax.envs.alfworld import demonstrations as demos
+
+NUM = 4
+
+
+@pytest.fixture(scope="module")
+def dataset(small_root, demonstration_config, tmp_path_factory):
+  """The CLI's output over the small scenes (2 worker processes), and what it printed."""
+  out = str(tmp_path_factory.mktemp("demos"))
+  argv = ["--games", small_root, "--split", "valid_seen", "--out", out, "--num", str(NUM),
+          "--seed", "3", "--workers", "2", "--shards", "2",
+          "--threshold", str(demonstration_config.agent.threshold)]
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    dataset_lib.main(argv)
+  with open(os.path.join(out, dataset_lib.TRAJECTORIES)) as f:
+    trajectories = [json.loads(line) for line in f]
+  segments = {}
+  for name in sorted(os.listdir(out)):
+    if name.startswith(dataset_lib.SEGMENTS_PREFIX):
+      with open(os.path.join(out, name)) as f:
+        for line in f:
+          record = json.loads(line)
+          segments.setdefault(record["demo"], []).append(record)
+  return out, printed.getvalue(), trajectories, segments
+
+
+def test_cli_writes_shards_trajectories_and_a_summary(dataset, small_root, renderer,
+                                                      demonstration_config):
+  out, printed, trajectories, segments = dataset
+  with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
+    summary = json.load(f)
+  assert summary["demonstrations"] == NUM and summary["failed"] == 0
+  assert summary["agent"]["threshold"] == demonstration_config.agent.threshold
+  assert re.search(r"\d+% of the demonstrations cross the compression threshold; \d+% need a "
+                   r"ReadExperience whose content a later action uses", printed)
+  assert sorted(f for f in os.listdir(out) if f.startswith(dataset_lib.SEGMENTS_PREFIX)) == [
+      "segments-00000-of-00002.jsonl", "segments-00001-of-00002.jsonl"]
+  assert [t["demo"] for t in trajectories] == list(range(NUM))
+  assert len(set(t["game"] for t in trajectories)) > 1
+  assert all(os.path.isdir(os.path.join(small_root, t["game"])) for t in trajectories)
+  assert summary["segments"] == sum(len(s) for s in segments.values())
+  examples = list(dataset_lib.iter_sft_examples(out))
+  assert len(examples) == summary["segments"]
+  assert summary["tokens"] == sum(len(ids) for ids, _ in examples)
+  for ids, mask in examples:
+    assert ids.dtype == mask.dtype == np.int32 and ids.shape == mask.shape
+    trained = renderer.tokenizer.decode(ids[mask == 1])
+    assert "<tool_call>" in trained and "<tool_response>" not in trained
+    assert len(ids) <= 8192
+
+
+def _replay(record_segments, game, renderer, config, env):
+  script = [m["content"] for s in record_segments for m in s["messages"]
+            if m["role"] == "assistant"]
+  policy = ScriptedPolicy(renderer, [script])
+  [trajectory] = run_episodes(policy, [EpisodeSpec(env, game)], renderer, config.agent)
+  return trajectory
+
+
+def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
+    dataset, small_root, renderer, demonstration_config, demonstration_env):
+  _, _, trajectories, segments = dataset
+  # The two that compress most: the memory paths are the ones worth replaying.
+  sample = sorted(trajectories, key=lambda t: -t["metrics"]["num_compress"])[:2]
+  for record in sample:
+    stored = sorted(segments[record["demo"]], key=lambda s: s["segment_index"])
+    replay = _replay(stored, os.path.join(small_root, record["game"]), renderer,
+                     demonstration_config, demonstration_env)
+    m = replay.metrics
+    assert m.success and m.finish_reason == "env_done", record["game"]
+    assert m.num_malformed == 0 and (m.p_context, m.p_redundancy, m.p_format) == (0, 0, 0)
+    assert [s.token_ids.tolist() for s in replay.segments] == [s["token_ids"] for s in stored]
+    assert [s.loss_mask.tolist() for s in replay.segments] == [s["loss_mask"] for s in stored]
+    assert replay.memory == record["memory"]
+    assert replay.metrics.as_dict() == record["metrics"]
+
+
+def test_demonstrations_compress_with_both_block_kinds_and_use_what_they_read(dataset):
+  _, _, trajectories, segments = dataset
+  with open(os.path.join(dataset[0], dataset_lib.SUMMARY)) as f:
+    summary = json.load(f)
+  assert summary["share_crossing_threshold"] > 0.5 and summary["share_with_used_read"] > 0.5
+  record = next(t for t in trajectories if t["stats"]["anchor_blocks"] and
+                t["stats"]["explicit_blocks"] and t["stats"]["reads_used"])
+  stored = sorted(segments[record["demo"]], key=lambda s: s["segment_index"])
+  first = "\n".join(m["content"] for m in stored[0]["messages"])
+  [compress] = [parse_turn(m["content"]).call for m in stored[0]["messages"][-1:]]
+  assert compress.name == "CompressExperience"
+  for block in compress.arguments["db_blocks"]:
+    content = record["memory"][block["index"]]["content"]
+    if "db_content" in block:
+      assert content == block["db_content"]
+    else:  # Verbatim from the working context, and holding exact ids.
+      assert content in first and content.startswith(block["start_anchor"])
+      assert re.search(r"\b[a-z]+ \d+\b", content)
+  # The progress state names types; the receptacle ids stay in the archive.
+  receptacles = re.findall(r"\ban? ([a-z]+ \d+)", record["memory"]["room_listing"]["content"])
+  assert receptacles and not any(r in compress.arguments["summary"] for r in receptacles)
+  # A read brings back an archived block; the next action names ids only that block showed.
+  segment = next(s["messages"][2:] for s in stored[1:]
+                 if any("ReadExperience" in m["content"] for m in s["messages"]))
+  calls = [parse_turn(m["content"]).call if m["role"] == "assistant" else None for m in segment]
+  position = next(i for i, c in enumerate(calls) if c and c.name == "ReadExperience")
+  content = record["memory"][calls[position].arguments["index"]]["content"]
+  assert content in segment[position + 1]["content"]
+  command = next(c.arguments["command"] for c in calls[position:] if c and c.name == "execute")
+  before = "\n".join(m["content"] for m in segment[:position])
+  fresh = [i for i in re.findall(r"\b[a-z]+ \d+\b", command)
+           if not re.search(rf"\b{i}\b", before)]
+  assert fresh and all(i in content for i in fresh)
+
+
+def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, demonstration_config,
+                                        demonstration_env):
+  _, _, trajectories, segments = dataset
+  record = min(trajectories, key=lambda t: t["metrics"]["steps"])
+  game = os.path.join(small_root, record["game"])
+  again = demos.make_demonstration(game, renderer, demonstration_config, record["seed"],
+                                   demonstration_env)
+  stored = sorted(segments[record["demo"]], key=lambda s: s["segment_index"])
+  assert [s.token_ids.tolist() for s in again.segments] == [s["token_ids"] for s in stored]
+  other = demos.make_demonstration(game, renderer, demonstration_config, record["seed"] + 1,
+                                   demonstration_env)
+  assert other.metrics.success
+  assert [s.token_ids.tolist() for s in other.segments] != [s["token_ids"] for s in stored]
+
+
+def test_games_without_a_solution_are_reported_not_written(broken_copy, tmp_path):
+  game = broken_copy(None)
+  out = str(tmp_path / "out")
+  summary = dataset_lib.write_demonstrations([game], out, num=1, seed=0, shards=1,
+                                             progress=False)
+  assert (summary["demonstrations"], summary["failed"]) == (0, 1)
+  assert "game.tw-pddl has no 'walkthrough'" in summary["failures"][0]["error"]
+  assert os.path.getsize(os.path.join(out, "segments-00000-of-00001.jsonl")) == 0
+  with pytest.raises(FileNotFoundError, match="no segments"):
+    list(dataset_lib.iter_sft_examples(str(tmp_path)))
