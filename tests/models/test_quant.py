@@ -109,13 +109,16 @@ def test_int4_vs_float_next_token_kl(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
   prompts = ["The capital of France is", "def fibonacci(n):\n    ", "To make tea, first",
              "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"]
-  kls = []
-  for text in prompts:
-    ids = jnp.asarray([smollm2_tokenizer.encode(text)], jnp.int32)
-    pos = jnp.arange(ids.shape[1], dtype=jnp.int32)[None]
-    f = jax.nn.log_softmax(_forward(cfg, params, ids, pos))
-    q = jax.nn.log_softmax(_forward(cfg.replace(quant="int4_qat"), params, ids, pos))
-    kls.append(float(jnp.mean(jnp.sum(jnp.exp(f) * (f - q), axis=-1))))
+  ids = [smollm2_tokenizer.encode(text) for text in prompts]
+  width = max(len(x) for x in ids)
+  # One right-padded batch: causal attention keeps padding out of the real positions.
+  tokens = jnp.asarray([x + [0] * (width - len(x)) for x in ids], jnp.int32)
+  valid = jnp.asarray([[1] * len(x) + [0] * (width - len(x)) for x in ids], jnp.float32)
+  pos = jnp.broadcast_to(jnp.arange(width, dtype=jnp.int32), tokens.shape)
+  f = jax.nn.log_softmax(_forward(cfg, params, tokens, pos))
+  q = jax.nn.log_softmax(_forward(cfg.replace(quant="int4_qat"), params, tokens, pos))
+  per_position = jnp.sum(jnp.exp(f) * (f - q), axis=-1)  # B T
+  kls = np.asarray(jnp.sum(per_position * valid, 1) / jnp.sum(valid, 1)).tolist()
   mean_kl = float(np.mean(kls))
   print(f"KL(float || int4) per prompt {np.round(kls, 4).tolist()} mean {mean_kl:.4f} nats")
   assert 0.0 < mean_kl < 2.0

@@ -107,9 +107,9 @@ def test_agent_loop_drives_the_real_sampler(smollm2, smollm2_tokenizer):
   from memex_jax.envs.toy import VaultEnv, VaultTask  # pylint: disable=g-import-not-at-top
   cfg, params = smollm2
   sampler = sampler_lib.Sampler(cfg, params, smollm2_tokenizer, sampler_lib.SamplerConfig(
-      num_slots=2, cache_length=2048, temperature=1.0, prompt_bucket=128, new_tokens_bucket=48,
+      num_slots=2, cache_length=1536, temperature=1.0, prompt_bucket=256, new_tokens_bucket=32,
       seed=0))
-  config = AgentConfig(max_steps=3, context_window=2048, threshold=1024, max_turn_tokens=48)
+  config = AgentConfig(max_steps=3, context_window=1536, threshold=1024, max_turn_tokens=32)
   specs = [EpisodeSpec(VaultEnv(), VaultTask(seed=s, corridor_length=2), group_id=0) for s in (1, 2)]
   trajectories = run_episodes(sampler, specs, ChatRenderer(smollm2_tokenizer), config)
   assert len(trajectories) == 2
