@@ -64,7 +64,8 @@ def main(argv) -> None:
   params = jax.device_put(params, p_shard)
   if c.init_checkpoint:
     params = common.import_params(c.init_checkpoint, params)
-  ref_params = params  # frozen reference policy: the starting weights
+  # The frozen reference policy: a copy, since the train step donates the state's buffers.
+  ref_params = jax.tree.map(jnp.copy, params)
   state = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(c.seed))
   s_shard = parallel.train_state_shardings(state, mesh, p_shard, optimizer)
   state = jax.device_put(state, s_shard)

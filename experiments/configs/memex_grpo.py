@@ -43,12 +43,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.agent = ml_collections.ConfigDict()
   c.agent.mode = "memex"
-  c.agent.max_steps = 50 if gpu else 3
-  c.agent.context_window = 8192 if gpu else 2048
+  c.agent.max_steps = 50 if gpu else 2
+  c.agent.context_window = 8192 if gpu else 1536
   # On CPU the untrained 135M model rarely emits a valid tool call, so the signal inside a group
   # comes from Eq. 1's context penalty: a low threshold makes turn length matter.
-  c.agent.threshold = 2048 if gpu else 160
-  c.agent.max_turn_tokens = 512 if gpu else 64
+  c.agent.threshold = 2048 if gpu else 128
+  c.agent.max_turn_tokens = 512 if gpu else 48
   c.agent.summary_token_budget = 300
   c.agent.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"
 
@@ -76,8 +76,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.optim.minibatches = 4 if gpu else 1
 
   c.batch = ml_collections.ConfigDict()
-  c.batch.rows = 64 if gpu else 4
-  c.batch.seq_len = 8192 if gpu else 2048
+  # CPU: one group's two segments per iteration; a second kept group waits as leftovers.
+  c.batch.rows = 64 if gpu else 2
+  c.batch.seq_len = 8192 if gpu else 1536
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.data = 1
