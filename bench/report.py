@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import jax
 
 
+
 def device_summary() -> dict[str, Any]:
   """What the numbers were measured on."""
   dev = jax.devices()[0]
@@ -28,14 +29,6 @@ def time_call(fn: Callable[[], Any], repeats: int) -> float:
     jax.block_until_ready(fn())
     times.append(time.perf_counter() - start)
   return sorted(times)[len(times) // 2]
-
-
-def matmul_peak_flops(dtype: str, size: int, repeats: int = 5) -> float:
-  """Measured FLOP/s of a square matmul: the denominator of MFU."""
-  a = jax.random.normal(jax.random.PRNGKey(0), (size, size), dtype)
-  b = jax.random.normal(jax.random.PRNGKey(1), (size, size), dtype)
-  mm = jax.jit(lambda x, y: x @ y)
-  return 2 * size ** 3 / time_call(lambda: mm(a, b), repeats)
 
 
 def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import optax
 
 from bench import report
+from memex_jax import flops
 from bench.sampler import MODELS
 from memex_jax.models import logprobs as logprobs_lib
 from memex_jax.models import transformer
@@ -62,7 +63,7 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
-  peak = report.matmul_peak_flops(args.dtype, args.peak_size)
+  peak = flops.matmul_peak_flops(args.dtype, args.peak_size)
   print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
   rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak)
           for q in ("none", "int4_qat")]

@@ -24,9 +24,9 @@ import numpy as np
 from ml_collections import config_flags
 import tqdm
 
-from bench import report
 from experiments import common
 from memex_jax import checkpoint as checkpoint_lib
+from memex_jax import flops
 from memex_jax import parallel
 from memex_jax import plots
 from memex_jax import rl
@@ -98,7 +98,7 @@ def main(argv) -> None:
       top_p=c.rollout.top_p, seed=sampler_seed))
   if restored is not None:
     sampler.rng = checkpoint_lib.key_from_json(restored.host["sampler_rng"])
-  peak = report.matmul_peak_flops(model_cfg.dtype, 1024)
+  peak = flops.matmul_peak_flops(model_cfg.dtype, 1024)
 
   pool = common.make_pool(c.env, rollouts)
   try:
@@ -109,7 +109,8 @@ def main(argv) -> None:
                for j in range(c.rollout.prompts_per_iteration)]
       specs = [EpisodeSpec(PooledEnv(pool, j * c.rollout.group_size + g), game, group_id=j)
                for j, game in enumerate(picks) for g in range(c.rollout.group_size)]
-      sampler.params = sampler_view(model_cfg, state.params)[1]
+      if it > first_iteration:  # the sampler was built from these params
+        sampler.params = sampler_view(model_cfg, state.params)[1]
       trajectories = run_episodes(sampler, specs, renderer, agent_cfg,
                                   first_trajectory_id=it * rollouts)
       rollout_s = time.perf_counter() - start
