@@ -78,3 +78,41 @@ def test_padding_node_keeps_no_mass_and_unseeded_column_is_zero():
 def test_rejects_seed_vector_of_wrong_length():
   with pytest.raises(ValueError, match="num_nodes=5"):
     personalized_pagerank(np.zeros(1, np.int32), np.zeros(1, np.int32), 5, jnp.ones(4), 0.5, 3)
+
+
+@pytest.mark.parametrize("rho,tolerance", [(0.1, 1e-2), (0.1, 1e-4), (0.5, 1e-3)])
+def test_tolerance_certifies_the_l1_error_and_stops_early(rho, tolerance):
+  num_nodes = 80
+  senders, receivers = _random_graph(num_nodes, 300, seed=4)
+  seeds = np.zeros(num_nodes)
+  seeds[[2, 9, 33, 50]] = 1.0
+  want = _exact(senders, receivers, num_nodes, seeds, rho)
+  got, steps = personalized_pagerank(senders, receivers, num_nodes, jnp.asarray(seeds), rho, 400,
+                                     tolerance, return_steps=True)
+  assert np.abs(np.asarray(got, np.float64) - want).sum() <= tolerance
+  assert 1 < int(steps) < 400
+  # Each halving of the certified error costs steps: a tighter tolerance never takes fewer.
+  _, tighter = personalized_pagerank(senders, receivers, num_nodes, jnp.asarray(seeds), rho, 400,
+                                     tolerance / 100, return_steps=True)
+  assert int(tighter) > int(steps)
+  # Tolerance 0 runs the given count (fewer only at an exact float32 fixed point).
+  _, fixed = personalized_pagerank(senders, receivers, num_nodes, jnp.asarray(seeds), rho, 9,
+                                   return_steps=True)
+  assert int(fixed) == 9
+
+
+def test_certified_columns_stop_so_a_batch_equals_its_columns_alone():
+  num_nodes = 50
+  senders, receivers = _random_graph(num_nodes, 150, seed=5)
+  seeds = np.zeros((num_nodes, 3), np.float32)
+  seeds[[1, 7], 0] = seeds[[20, 21, 22], 1] = seeds[[40], 2] = 1.0
+  rho = np.array([0.9, 0.1, 0.4], np.float32)  # very different step counts
+  batch, batch_steps = personalized_pagerank(senders, receivers, num_nodes, seeds, rho, 200, 1e-3,
+                                             return_steps=True)
+  alone_steps = []
+  for b in range(3):
+    alone, steps = personalized_pagerank(senders, receivers, num_nodes, seeds[:, b], rho[b], 200,
+                                         1e-3, return_steps=True)
+    np.testing.assert_allclose(np.asarray(batch[:, b]), np.asarray(alone), atol=1e-7)
+    alone_steps.append(int(steps))
+  assert int(batch_steps) == max(alone_steps) and min(alone_steps) < max(alone_steps)

@@ -82,6 +82,36 @@ def test_batch_rows_equal_single_task_calls_and_controls_clip():
   np.testing.assert_array_equal(clipped.indices, batched.indices)
 
 
+
+def test_default_tolerance_retrieves_what_a_converged_pagerank_does():
+  # Clustered units, as task families give, inserted one by one (real K_nn edges and theta).
+  dim, families = 16, 12
+  rng = np.random.default_rng(7)
+  centers = _unit_vectors(families, dim, seed=8)
+  units = centers[rng.integers(0, families, 300)] + 0.25 * rng.normal(size=(300, dim))
+  config = graph_lib.GraphConfig(capacity=320, embed_dim=dim, grace_insertions=0)
+  state = graph_lib.init_state(config)
+  for unit in units.astype(np.float32):
+    state, _ = graph_lib.insert(state, unit, 0, config)
+  nodes = state.nodes.replace(utility=rng.uniform(-1, 2, 321).astype(np.float32),
+                              count=rng.integers(0, 9, 321).astype(np.int32))
+  state = jax.device_put(state.replace(graph=state.graph._replace(nodes=nodes),
+                                       num_retrievals=np.int32(200)))
+  assert state.num_edges > 1000 and state.num_nodes > 250
+  queries = centers[rng.integers(0, families, 48)] + 0.3 * rng.normal(size=(48, dim))
+  w_control = rng.integers(0, 101, 48)
+  converged = retrieval.RetrievalConfig(num_iters=400, ppr_tolerance=0.0)
+  default = retrieval.RetrievalConfig()
+  assert default.ppr_tolerance > 0
+  for r_control in (10, 50, 90):
+    r = np.full(48, r_control)
+    want = retrieval.retrieve(state, queries, r, w_control, converged)
+    got = retrieval.retrieve(state, queries, r, w_control, default)
+    got, want = np.asarray(got.indices), np.asarray(want.indices)
+    # Same experiences for every task; the order may differ only where blended scores nearly tie.
+    np.testing.assert_array_equal(np.sort(got, axis=1), np.sort(want, axis=1))
+    assert (got == want).all(axis=1).mean() >= 0.95
+
 def test_diffusion_reaches_a_useful_node_that_similarity_alone_misses():
   dim = 8
   vectors = _unit_vectors(14, dim, seed=3)
@@ -139,6 +169,8 @@ def test_flat_store_and_short_graphs():
 def test_bad_configs_raise():
   with pytest.raises(ValueError, match="unknown ablation"):
     retrieval.ablation_configs("no_graph")
+  with pytest.raises(ValueError, match="tolerance >= 0"):
+    retrieval.RetrievalConfig(ppr_tolerance=-1e-3)
   with pytest.raises(ValueError, match="restart_min"):
     retrieval.RetrievalConfig(restart_min=0.0)
   state = graph_lib.init_state(graph_lib.GraphConfig(capacity=4, embed_dim=8,
