@@ -11,7 +11,6 @@ from typing import Any, Callable, Sequence
 import jax
 
 
-
 def device_summary() -> dict[str, Any]:
   """What the numbers were measured on."""
   dev = jax.devices()[0]
@@ -20,15 +19,21 @@ def device_summary() -> dict[str, Any]:
           "cpu_count": __import__("os").cpu_count()}
 
 
-def time_call(fn: Callable[[], Any], repeats: int) -> float:
-  """Median wall seconds of `fn()` (results blocked on), after one untimed warm-up call."""
+def timing(fn: Callable[[], Any], repeats: int) -> dict[str, float]:
+  """Median and min wall milliseconds of `fn()` (results blocked on) after one warm-up call."""
   jax.block_until_ready(fn())
   times = []
   for _ in range(repeats):
     start = time.perf_counter()
     jax.block_until_ready(fn())
-    times.append(time.perf_counter() - start)
-  return sorted(times)[len(times) // 2]
+    times.append((time.perf_counter() - start) * 1e3)
+  times.sort()
+  return {"median_ms": times[len(times) // 2], "min_ms": times[0], "repeats": repeats}
+
+
+def time_call(fn: Callable[[], Any], repeats: int) -> float:
+  """Median wall seconds of `fn()` (results blocked on), after one untimed warm-up call."""
+  return timing(fn, repeats)["median_ms"] / 1e3
 
 
 def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:

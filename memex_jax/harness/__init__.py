@@ -1,6 +1,7 @@
 """ExpHarness: the experience graph, its diffusion and copilot-controlled retrieval."""
 
 from memex_jax.harness.diffusion import personalized_pagerank
+from memex_jax.harness.diffusion import undirected_personalized_pagerank
 from memex_jax.harness.experience import ExperienceGraph
 from memex_jax.harness.experience import ExperienceUnit
 from memex_jax.harness.graph import GraphConfig
@@ -8,6 +9,7 @@ from memex_jax.harness.graph import GraphState
 from memex_jax.harness.graph import InsertOutcome
 from memex_jax.harness.graph import KINDS
 from memex_jax.harness.graph import NodeArrays
+from memex_jax.harness.link_table import link_table
 from memex_jax.harness.persistence import EmbeddingModelMismatchError
 from memex_jax.harness.persistence import GraphFileError
 from memex_jax.harness.retrieval import ABLATIONS

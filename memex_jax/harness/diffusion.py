@@ -18,6 +18,12 @@ graphs the walk mixes fast, and a bound of 1e-3 takes 7-20 steps where a fixed c
 chosen for the worst case (0.9^50 ~ 5e-3 at rho = 0.1). Each step costs one gather and one
 scatter over the edges, so the step count is the latency (bench/retrieval.py).
 
+Two edge layouts share the iteration: `personalized_pagerank` takes any directed edge list
+(senders, receivers) and spreads mass with one gather and one scatter over the edges;
+`undirected_personalized_pagerank` takes the experience graph's link table (each node's own
+K_nn links, link_table.py) and spreads over both directions with K column gathers and K
+scatters of N: ~2.5x faster per step on CPU, where XLA's scatter is the slow part.
+
 Batching: `seed_weights` may carry trailing batch columns ([N, B], one seed vector per column,
 with `restart` [B]). Each iteration is then one sparse-times-dense product over B-wide rows,
 which on CPU runs many times faster than `jax.vmap` over B separate vectors (vmap turns the
@@ -65,26 +71,87 @@ def personalized_pagerank(
     [N] or [N, B] float32 stationary distribution(s), each column summing to 1 (0 if unseeded);
     with `return_steps`, the pair (distributions, steps).
   """
+  _check_seeds(seed_weights, num_nodes)
+  out_degree = jax.ops.segment_sum(jnp.ones(senders.shape, jnp.float32), senders, num_nodes)
+
+  def spread(scaled):  # scaled: N [B], mass / out-degree
+    return jax.ops.segment_sum(scaled.at[senders].get(mode=_IN_BOUNDS), receivers, num_nodes,
+                               mode=_IN_BOUNDS)
+
+  return _power_iteration(spread, out_degree, seed_weights, restart, num_iters, tolerance,
+                          return_steps)
+
+
+def undirected_personalized_pagerank(
+    links: jax.Array,
+    seed_weights: jax.Array,
+    restart: jax.Array | float,
+    num_iters: int,
+    tolerance: float = 0.0,
+    return_steps: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+  """`personalized_pagerank` of an undirected graph given as a link table.
+
+  Args:
+    links: [N, K] int32; links[v, j] = u is the undirected edge {v, u} (walkable both ways).
+      Entries equal to N - 1 are empty: the last node is the padding node (jraph's convention)
+      and has no edges.
+    seed_weights, restart, num_iters, tolerance, return_steps: as in `personalized_pagerank`.
+
+  Returns:
+    As `personalized_pagerank` on the edge list holding both directions of every link.
+  """
+  num_nodes = links.shape[0]
+  _check_seeds(seed_weights, num_nodes)
+  padding = num_nodes - 1
+  real = links != padding  # N K
+  degree = real.sum(axis=1).astype(jnp.float32) + jax.ops.segment_sum(
+      real.reshape(-1).astype(jnp.float32), links.reshape(-1), num_nodes, mode=_IN_BOUNDS)
+  # Empty entries gather the padding node's scaled mass, which is 0 (degree 0), and scatter into
+  # the padding row, which `has_edges` zeroes.
+  has_edges = degree > 0
+  columns = links.T  # K N: one gather per column
+
+  def spread(scaled):  # scaled: N [B], mass / degree
+    spread_mass = sum(scaled.at[column].get(mode=_IN_BOUNDS) for column in columns)  # own links
+    # From the nodes that linked here: K scatters of N beat one of N * K, which copies scaled K
+    # times first (~20% of a step).
+    for column in columns:
+      spread_mass = spread_mass.at[column].add(scaled, mode=_IN_BOUNDS)
+    return jnp.where(has_edges.reshape(scaled.shape[:1] + (1,) * (scaled.ndim - 1)),
+                     spread_mass, 0.0)
+
+  return _power_iteration(spread, degree, seed_weights, restart, num_iters, tolerance,
+                          return_steps)
+
+
+def _check_seeds(seed_weights: jax.Array, num_nodes: int) -> None:
   if seed_weights.shape[0] != num_nodes:
     raise ValueError(f"seed_weights has {seed_weights.shape[0]} rows, expected num_nodes={num_nodes}")
+
+
+def _power_iteration(spread, out_degree, seed_weights, restart, num_iters, tolerance,
+                     return_steps):
+  """x <- rho q + (1 - rho)(spread(x / out_degree) + q (d . x)) until certified or num_iters."""
+  if seed_weights.ndim == 2 and seed_weights.shape[1] == 1:
+    # One column runs as a vector: XLA's row gathers/scatters on [N, 1] cost ~20% more per step.
+    out = _power_iteration(spread, out_degree, seed_weights[:, 0],
+                           jnp.reshape(jnp.asarray(restart), ()), num_iters, tolerance, True)
+    return (out[0][:, None], out[1]) if return_steps else out[0][:, None]
+  num_nodes = out_degree.shape[0]
   seeds = seed_weights.astype(jnp.float32)
   seeds = seeds / jnp.maximum(seeds.sum(axis=0, keepdims=True), jnp.finfo(jnp.float32).tiny)
   rho = jnp.asarray(restart, jnp.float32)
   # Column broadcasting: x is [N] or [N, B]; per-node arrays get trailing singleton axes.
   node_shape = (num_nodes,) + (1,) * (seeds.ndim - 1)
-
-  out_degree = jax.ops.segment_sum(jnp.ones(senders.shape, jnp.float32), senders, num_nodes)
   dangling = (out_degree == 0).reshape(node_shape)
   # Scaling by 1/out-degree per node, before the gather, keeps the edge loop to gather + scatter.
   inverse_degree = (1.0 / jnp.maximum(out_degree, 1.0)).reshape(node_shape)
   error_factor = jnp.broadcast_to((1.0 - rho) / rho, seeds.shape[1:])  # [B]
 
   def step(x):  # x: N [B]
-    # Indices are in range by contract; skipping the bounds checks makes the edge loop faster.
-    spread = jax.ops.segment_sum((x * inverse_degree).at[senders].get(mode=_IN_BOUNDS), receivers,
-                                 num_nodes, mode=_IN_BOUNDS)
     dangling_mass = jnp.sum(jnp.where(dangling, x, 0.0), axis=0)  # [B]
-    return rho * seeds + (1.0 - rho) * (spread + dangling_mass * seeds)
+    return rho * seeds + (1.0 - rho) * (spread(x * inverse_degree) + dangling_mass * seeds)
 
   def keep_going(carry):
     steps, _, done = carry

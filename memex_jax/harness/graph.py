@@ -12,7 +12,9 @@ Layout of `GraphState.graph` (jraph's padding convention):
   canonical order: equal graphs have equal arrays); the rest are padding edges on the padding
   node. n_node = [capacity, 1],
   n_edge = [num_edges, max_edges - num_edges].
-Slots of evicted nodes are dead rows (alive False, zeros) with no edges.
+Slots of evicted nodes are dead rows (alive False, zeros) with no edges. `GraphState.links`
+holds the same edges as a [capacity + 1, K_nn] table of each node's own links, which diffusion
+reads (see link_table.py); every update rebuilds both from one edge list.
 
 Updates are host-side numpy functions that return a new state (the old one is never mutated);
 call `jax.device_put(state)` once after updating, before retrieving many times.
@@ -28,6 +30,7 @@ import jax
 import numpy as np
 
 from memex_jax.harness.jraph_compat import jraph
+from memex_jax.harness.link_table import link_table
 
 KINDS = ("skill", "lesson")  # kind code = index: 0 skill (from success), 1 lesson (failure).
 
@@ -114,9 +117,12 @@ class GraphState:
     num_retrievals: [] int32 N_ret, retrievals whose feedback reached the graph.
     num_insertions: [] int32 insertions so far (the clock of the grace period).
     num_duplicates: [] int32 units dropped as near-duplicates.
+    links: [N+1, K_nn] int32, the same edges as `graph` by owner: row v lists the nodes v linked
+      to when inserted (the padding node where unused); see `link_table`.
   """
 
   graph: jraph.GraphsTuple
+  links: np.ndarray
   num_retrievals: np.ndarray
   num_insertions: np.ndarray
   num_duplicates: np.ndarray
@@ -156,11 +162,12 @@ class InsertOutcome:
 
 
 def _with_edges(graph: jraph.GraphsTuple, senders: np.ndarray, receivers: np.ndarray,
-                max_edges: int) -> jraph.GraphsTuple:
-  """Returns `graph` holding exactly these live edges, sorted by receiver and padded."""
-  num_edges = senders.shape[0]
+                config: GraphConfig) -> tuple[jraph.GraphsTuple, np.ndarray]:
+  """`graph` holding exactly these live edges (sorted by receiver, padded), and their links."""
+  num_edges, max_edges = senders.shape[0], config.max_edges
   if num_edges > max_edges:
     raise ValueError(f"{num_edges} edges exceed the edge capacity {max_edges}")
+  links = link_table(senders, receivers, graph.nodes.inserted_at, config.k_nn)
   padding_node = graph.nodes.alive.shape[0] - 1
   order = np.lexsort((senders, receivers))
   padded_senders = np.full(max_edges, padding_node, np.int32)
@@ -169,7 +176,7 @@ def _with_edges(graph: jraph.GraphsTuple, senders: np.ndarray, receivers: np.nda
   padded_receivers[:num_edges] = receivers[order]
   return graph._replace(
       senders=padded_senders, receivers=padded_receivers,
-      n_edge=np.array([num_edges, max_edges - num_edges], np.int32))
+      n_edge=np.array([num_edges, max_edges - num_edges], np.int32)), links
 
 
 def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.ndarray,
@@ -226,8 +233,8 @@ def state_from_arrays(config: GraphConfig, embedding: np.ndarray, senders: np.nd
       utility=filled(utility, config.initial_utility, np.float32),
       count=filled(count, 0, np.int32), alive=alive, kind=filled(kind, 0, np.int8),
       inserted_at=filled(inserted_at, np.arange(n), np.int32))
-  graph = _with_edges(state.graph._replace(nodes=nodes), senders, receivers, config.max_edges)
-  return GraphState(graph=graph, num_retrievals=np.int32(num_retrievals),
+  graph, links = _with_edges(state.graph._replace(nodes=nodes), senders, receivers, config)
+  return GraphState(graph=graph, links=links, num_retrievals=np.int32(num_retrievals),
                     num_insertions=np.int32(n if num_insertions is None else num_insertions),
                     num_duplicates=np.int32(num_duplicates))
 
@@ -244,8 +251,9 @@ def init_state(config: GraphConfig) -> GraphState:
       nodes=nodes, edges=None, globals=None,
       senders=np.empty(0, np.int32), receivers=np.empty(0, np.int32),
       n_node=np.array([config.capacity, 1], np.int32), n_edge=np.zeros(2, np.int32))
-  graph = _with_edges(graph, np.empty(0, np.int32), np.empty(0, np.int32), config.max_edges)
-  return GraphState(graph=graph, num_retrievals=np.int32(0), num_insertions=np.int32(0),
+  graph, links = _with_edges(graph, np.empty(0, np.int32), np.empty(0, np.int32), config)
+  return GraphState(graph=graph, links=links, num_retrievals=np.int32(0),
+                    num_insertions=np.int32(0),
                     num_duplicates=np.int32(0))
 
 
@@ -279,9 +287,9 @@ def evict(state: GraphState, slot: int, config: GraphConfig) -> GraphState:
   for array in (nodes.embedding, nodes.utility, nodes.count, nodes.alive, nodes.kind,
                 nodes.inserted_at):
     array[slot] = 0
-  graph = _with_edges(state.graph._replace(nodes=nodes), senders[keep], receivers[keep],
-                      config.max_edges)
-  return state.replace(graph=graph)
+  graph, links = _with_edges(state.graph._replace(nodes=nodes), senders[keep], receivers[keep],
+                             config)
+  return state.replace(graph=graph, links=links)
 
 
 def eviction_candidate(state: GraphState, config: GraphConfig) -> int:
@@ -346,10 +354,10 @@ def insert(state: GraphState, embedding: np.ndarray, kind: int,
   nodes.inserted_at[slot] = state.num_insertions
   senders, receivers = live_edges(state)
   new_ends = np.full(neighbours.shape, slot, np.int32)
-  graph = _with_edges(state.graph._replace(nodes=nodes),
-                      np.concatenate([senders, new_ends, neighbours]),
-                      np.concatenate([receivers, neighbours, new_ends]), config.max_edges)
-  state = state.replace(graph=graph, num_insertions=state.num_insertions + 1)
+  graph, links = _with_edges(state.graph._replace(nodes=nodes),
+                             np.concatenate([senders, new_ends, neighbours]),
+                             np.concatenate([receivers, neighbours, new_ends]), config)
+  state = state.replace(graph=graph, links=links, num_insertions=state.num_insertions + 1)
   return state, InsertOutcome(slot=slot, evicted=evicted, neighbours=tuple(neighbours.tolist()))
 
 

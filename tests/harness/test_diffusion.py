@@ -8,6 +8,8 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from memex_jax.harness.diffusion import personalized_pagerank
+from memex_jax.harness.diffusion import undirected_personalized_pagerank
+from memex_jax.harness.link_table import link_table
 
 
 def _random_graph(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,3 +118,34 @@ def test_certified_columns_stop_so_a_batch_equals_its_columns_alone():
     np.testing.assert_allclose(np.asarray(batch[:, b]), np.asarray(alone), atol=1e-7)
     alone_steps.append(int(steps))
   assert int(batch_steps) == max(alone_steps) and min(alone_steps) < max(alone_steps)
+
+
+def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
+  # An undirected graph grown by insertions (each node links to <= 3 earlier ones), with isolated
+  # nodes (one of them a seed) and the padding node last.
+  rng = np.random.default_rng(6)
+  num_nodes, padding = 41, 40
+  owners, targets = [], []
+  for node in range(1, 36):  # nodes 36-39 stay isolated
+    for target in rng.choice(node, min(node, 3), replace=False):
+      owners.append(node)
+      targets.append(int(target))
+  senders = np.array(owners + targets, np.int32)
+  receivers = np.array(targets + owners, np.int32)
+  links = link_table(senders, receivers, np.arange(num_nodes), k_nn=3)
+  seeds = np.zeros((num_nodes, 3), np.float32)
+  seeds[[0, 5, 37], 0] = seeds[[12, 30], 1] = seeds[[20], 2] = 1.0
+  rho = np.array([0.1, 0.5, 0.85], np.float32)
+  got = undirected_personalized_pagerank(links, seeds, rho, 300)
+  want = personalized_pagerank(senders, receivers, num_nodes, seeds, rho, 300)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
+  assert float(got[padding].max()) == 0.0 and float(got[37, 0]) > 0.0
+  for b in range(3):
+    np.testing.assert_allclose(np.asarray(got[:, b]),
+                               _exact(senders, receivers, num_nodes, seeds[:, b], rho[b]), atol=2e-6)
+  # One column runs as a vector and gives the same column and step count.
+  column, steps = undirected_personalized_pagerank(links, seeds[:, :1], rho[:1], 300, 1e-4, True)
+  vector, vector_steps = undirected_personalized_pagerank(links, seeds[:, 0], rho[0], 300, 1e-4,
+                                                          True)
+  assert column.shape == (num_nodes, 1) and int(steps) == int(vector_steps)
+  np.testing.assert_array_equal(np.asarray(column[:, 0]), np.asarray(vector))

@@ -1,0 +1,31 @@
+"""The retrieval benchmark runs end to end and its accuracy columns check what they claim."""
+
+import numpy as np
+
+from bench import retrieval as bench_retrieval
+from memex_jax.harness import graph as graph_lib
+from memex_jax.harness import retrieval
+
+
+def test_synthetic_graph_links_each_node_to_k_nn_earlier_nodes_both_ways():
+  state = bench_retrieval.synthetic_graph(300, seed=0)
+  senders, receivers = graph_lib.live_edges(state)
+  k = bench_retrieval.K_NN
+  assert len(senders) == 2 * (k * 300 - sum(k - i for i in range(k)))  # node i < k has i
+  links = np.asarray(state.links)
+  owned = links[:300][links[:300] != 300]
+  assert owned.size == len(senders) // 2
+  assert all(len(set(row[row != 300])) == (row != 300).sum() for row in links)  # distinct
+  assert sorted(zip(senders.tolist(), receivers.tolist())) == sorted(
+      zip(receivers.tolist(), senders.tolist()))
+
+
+def test_bench_size_row_reports_certified_accuracy_and_step_counts():
+  config = retrieval.RetrievalConfig()
+  row = bench_retrieval.bench_size(400, batch=4, config=config, reps=2, seed=0)
+  assert row["max L1 error"] <= config.ppr_tolerance
+  assert row["top-50 agreement"] >= 0.9
+  steps = [int(s) for s in row["steps R=10/50/90/batch"].split("/")]
+  assert steps[0] > steps[1] > steps[2] >= 1  # a smaller restart needs more steps
+  for key in ("1 task R=10 ms", "batch ms/task", "scipy 1 task R=50 ms"):
+    assert np.isfinite(row[key]["median_ms"]) and row[key]["median_ms"] > 0
