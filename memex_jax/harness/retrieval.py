@@ -5,7 +5,8 @@ graph arrays, the query embeddings and the copilot's two controls R and W, batch
 
 1. Semantic seeding: V0 = the top-m live nodes by cosine to the query (m = 10).
 2. Diffusion: personalized PageRank from V0 with uniform seed weights q(v) = 1/|V0| and
-   restart rho = clip(R / 100, 0.1, 0.9); walkers on dangling nodes restart at the seeds.
+   restart rho = clip(R / 100, 0.1, 0.9); walkers on dangling nodes restart at the seeds. It
+   runs on the graph's link table and stops at a certified L1 error (`ppr_tolerance`).
 3. Candidates: V0 plus the `num_ppr_candidates` (50) non-seed live nodes with the most PPR
    mass (a node the diffusion never reached, mass 0, is not a candidate).
 4. UCB utility: b_v = u_v + c * sqrt(log(N_ret + 1) / max(n_v, 1)), c = 1.
