@@ -19,6 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from memex_jax.envs import base
 
+_CRASHED = "worker crashed"  # reason prefix of a worker whose pipe broke
+
 
 @dataclasses.dataclass(frozen=True)
 class Episode:
@@ -143,6 +145,14 @@ class EnvPool:
       self._slot_of[episode.episode_id] = slot
     replies = self._exchange({e.episode_id: ("reset", e.task) for e in episodes},
                              self.reset_timeout_s)
+    # A worker can die while idle yet still look alive: with forkserver its exit status arrives
+    # asynchronously. Its reset then meets a dead pipe before the episode began, so nothing was
+    # lost: retry such resets once, on the replacement worker.
+    unseen_deaths = [e for e in episodes
+                     if not replies[e.episode_id][0] and replies[e.episode_id][1].startswith(_CRASHED)]
+    if unseen_deaths:
+      replies.update(self._exchange({e.episode_id: ("reset", e.task) for e in unseen_deaths},
+                                    self.reset_timeout_s))
     results = []
     for episode in episodes:
       ok, payload = replies[episode.episode_id]
@@ -191,7 +201,7 @@ class EnvPool:
         worker.conn.send(request)
         waiting[worker.conn] = episode_id
       except (BrokenPipeError, ConnectionResetError, OSError):
-        replies[episode_id] = (False, self._replace(episode_id, "worker crashed"))
+        replies[episode_id] = (False, self._replace(episode_id, _CRASHED))
     deadline = time.monotonic() + timeout_s
     while waiting:
       ready = connection.wait(list(waiting), timeout=max(0.0, deadline - time.monotonic()))
@@ -203,7 +213,7 @@ class EnvPool:
           status, payload = conn.recv()
           replies[episode_id] = (status == "ok", payload)
         except (EOFError, ConnectionResetError, OSError):
-          replies[episode_id] = (False, self._replace(episode_id, "worker crashed"))
+          replies[episode_id] = (False, self._replace(episode_id, _CRASHED))
     for episode_id in waiting.values():
       reason = f"worker hung: no reply within {timeout_s:.1f} s"
       replies[episode_id] = (False, self._replace(episode_id, reason))

@@ -95,7 +95,8 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   os.kill(idle_victim, signal.SIGKILL)
   _wait_until_dead(idle_victim)
   started = pool.start([env_pool.Episode(13, g0), env_pool.Episode(14, g2)])
-  assert not any(r.failed for r in started) and pool.restarts == 3
+  assert not any(r.failed for r in started), [r.reason for r in started]
+  assert pool.restarts == 3
   pool.release([13, 14])
   assert pool.running == []
 
