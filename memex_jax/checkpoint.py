@@ -5,8 +5,9 @@ step, rng) saved with orbax's sharded array format, and 'host', a JSON dict of w
 host, such as the next episode index and the sampler's rng key, so that a resumed run replays
 the same episodes. Saves are asynchronous and atomic (a step appears only once complete), so a
 run killed at any moment resumes from the last complete step. A step that cannot be restored
-(corrupt file, shape or dtype mismatch) is reported and skipped; nothing is ever deleted here
-except by `max_to_keep`.
+(corrupt file, shape or dtype mismatch) is reported and moved to `<directory>/rejected/`, so the
+resumed run can save that step number again; nothing is ever deleted here except by
+`max_to_keep`.
 """
 
 from __future__ import annotations
@@ -156,21 +157,40 @@ class Checkpointer:
     """The newest checkpoint that restores onto `target`; None if there is none.
 
     A checkpoint that fails (unreadable file, tree/shape/dtype mismatch) is logged as a warning
-    naming its step and the reason, left on disk, and the one before it is tried.
+    naming its step and the reason, and the one before it is tried. Failed steps are kept, moved
+    to `<directory>/rejected/<step>`: left in place they would make orbax skip the resumed run's
+    save of the same step number.
     """
     self.wait()
     rejected = []
+    restored = None
     for step in reversed(self.steps()):
       try:
         state, host = self.restore(step, target)
       except Exception as e:  # pylint: disable=broad-except
         reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
         _LOG.warning("checkpoint step %d in %s cannot be restored (%s); trying the previous one",
-                        step, self.directory, reason)
+                     step, self.directory, reason)
         rejected.append((step, reason))
         continue
-      return Restored(step=step, state=state, host=host, rejected=tuple(rejected))
-    return None
+      restored = Restored(step=step, state=state, host=host, rejected=tuple(rejected))
+      break
+    for step, _ in rejected:
+      self._set_aside(step)
+    if rejected:
+      self._manager.reload()
+    return restored
+
+  def _set_aside(self, step: int) -> None:
+    """Moves step `step`'s directory to rejected/ (a fresh name if that step was set aside before)."""
+    aside = os.path.join(self.directory, "rejected")
+    os.makedirs(aside, exist_ok=True)
+    target, copy = os.path.join(aside, str(step)), 1
+    while os.path.exists(target):
+      copy += 1
+      target = os.path.join(aside, f"{step}-{copy}")
+    os.rename(os.path.join(self.directory, str(step)), target)
+    _LOG.warning("checkpoint step %d moved to %s", step, target)
 
   def close(self) -> None:
     """Waits for pending saves and releases orbax's background resources."""

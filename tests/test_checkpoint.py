@@ -97,11 +97,19 @@ def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
   with caplog.at_level(logging.WARNING, logger="memex_jax.checkpoint"):
     with checkpoint.Checkpointer(tmp_path) as restorer:
       restored = restorer.restore_latest(state)
-      assert restorer.steps() == [1, 2]  # the corrupt step is reported, not deleted
+      # The corrupt step is reported and set aside, not deleted, so step 2 can be saved again.
+      assert restorer.steps() == [1]
+      assert os.path.getsize(tmp_path / "rejected" / "2" / "state" / os.path.relpath(
+          victim, tmp_path / "2" / "state")) > 0
+      assert restorer.save(2, state.replace(step=state.step + 7), {"next_position": 22})
   assert restored.step == 1 and restored.host == {"next_position": 1}
   assert [step for step, _ in restored.rejected] == [2]
   assert "checkpoint step 2" in caplog.text and "cannot be restored" in caplog.text
   _assert_bitwise_equal(restored.state, state)
+  with checkpoint.Checkpointer(tmp_path) as resumed:
+    again = resumed.restore_latest(state)
+  assert again.step == 2 and again.host == {"next_position": 22} and not again.rejected
+  assert int(again.state.step) == int(state.step) + 7
 
 
 @pytest.mark.parametrize("target_cfg, dtype, reason", [
