@@ -39,6 +39,7 @@ EXTRAS = {
     "test": [
         "pytest>=8",
         "hypothesis>=6",
+        "psutil",  # the pool tests watch killed workers become zombies
         # Exactly this version: it installs from a local CPU build; any other pulls CUDA wheels.
         "torch==2.13.0",
         # transformers refuses to read any GGUF (the parity reference) without it.

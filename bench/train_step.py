@@ -45,8 +45,7 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
     return optax.apply_updates(p, updates), s, loss
 
   seconds = report.time_call(lambda: step(params, state)[2], repeats)
-  flops_per_token = 6 * cfg.num_params + 12 * cfg.num_layers * seq * cfg.embed_dim
-  achieved = flops_per_token * batch * seq / seconds
+  achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
           "params_M": cfg.num_params / 1e6, "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}

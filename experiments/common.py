@@ -3,6 +3,7 @@ and per-iteration rollout statistics."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -13,21 +14,24 @@ from typing import Any, Sequence
 import numpy as np
 
 from memex_jax import checkpoint as checkpoint_lib
+from memex_jax import parallel
 from memex_jax.agent import AgentConfig
+from memex_jax.agent.trajectory import EpisodeMetrics
 from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games as games_lib
 from memex_jax.envs.alfworld import generate as generate_lib
 from memex_jax.envs.alfworld import pool as pool_lib
 from memex_jax.models import gguf_io
+from memex_jax.models import quant
 from memex_jax.models.config import ModelConfig
 from memex_jax.models.pretrained import smollm2_gguf_path
 from memex_jax.tokenizers import Tokenizer
 
 GAMES_CACHE = pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser() / "alfworld"
-ROLLOUT_KEYS = ("success", "reward", "p_context", "p_redundancy", "p_format", "peak_working",
-                "mean_working", "total_tokens", "generated_tokens", "num_compress", "num_read",
-                "num_malformed", "num_redundant", "steps")
+# Every numeric field of the agent's per-episode metrics (finish_reason is a label).
+ROLLOUT_KEYS = tuple(field.name for field in dataclasses.fields(EpisodeMetrics)
+                     if field.name != "finish_reason")
 
 
 def load_model(model: Any) -> tuple[ModelConfig, dict, Tokenizer]:
@@ -84,6 +88,13 @@ def agent_config(agent: Any, mode: str | None = None) -> AgentConfig:
       summary_token_budget=agent.summary_token_budget)
 
 
+def sampler_view(model_cfg: ModelConfig, params: Any) -> tuple[ModelConfig, Any]:
+  """The rollout policy's (config, params): int4 serving weights under QAT, else the float ones."""
+  if model_cfg.quant == "int4_qat":
+    return model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
+  return model_cfg, params
+
+
 def summarize(trajectories: Sequence[Any]) -> dict[str, float]:
   """Mean and standard error of each rollout metric, plus the total penalty."""
   out: dict[str, float] = {}
@@ -135,7 +146,6 @@ def import_params(directory: str, target: Any) -> Any:
 
 def make_mesh_or_exit(mesh: Any, rows: int) -> Any:
   """The device mesh of `config.mesh`; an impossible mesh or batch ends the run with one line."""
-  from memex_jax import parallel  # pylint: disable=g-import-not-at-top
   try:
     result = parallel.make_mesh(parallel.MeshConfig(mesh.data, mesh.fsdp, mesh.tensor))
     parallel.check_batch_size(rows, result, name="config.batch.rows")

@@ -21,12 +21,11 @@ import tqdm
 from experiments import common
 from memex_jax import plots
 from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
+from memex_jax.envs.alfworld import generate as generate_lib
 from memex_jax.envs.pooled import PooledEnv
-from memex_jax.models import quant
 from memex_jax.sampling import Sampler, SamplerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/evaluate.py")
-OFFICIAL_SIZES = {"valid_seen": 140, "valid_unseen": 134}
 
 
 def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
@@ -46,8 +45,7 @@ def main(argv) -> None:
   model_cfg, params, tokenizer = common.load_model(c.model)
   if c.checkpoint:
     params = common.import_params(c.checkpoint, params)
-  if model_cfg.quant == "int4_qat":
-    model_cfg, params = model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
+  model_cfg, params = common.sampler_view(model_cfg, params)
   sampler = Sampler(model_cfg, params, tokenizer, SamplerConfig(
       num_slots=c.batch_episodes, cache_length=c.agent.context_window, temperature=0.0,
       seed=c.seed))
@@ -56,7 +54,7 @@ def main(argv) -> None:
   pool = common.make_pool(c.env, c.batch_episodes)
   try:
     for split in c.splits:
-      num = OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games
+      num = generate_lib.OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games
       games = common.alfworld_games(c.env, split=split, num=num)
       for regime in c.regimes:
         summary = common.summarize(evaluate(c, sampler, renderer, pool, games, regime,

@@ -33,17 +33,9 @@ from memex_jax import rl
 from memex_jax import run_log
 from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
 from memex_jax.envs.pooled import PooledEnv
-from memex_jax.models import quant
 from memex_jax.sampling import Sampler, SamplerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/memex_grpo.py")
-
-
-def sampler_view(model_cfg, params):
-  """The rollout policy's (config, params): int4 serving weights under QAT, else the float ones."""
-  if model_cfg.quant == "int4_qat":
-    return model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
-  return model_cfg, params
 
 
 def main(argv) -> None:
@@ -92,7 +84,7 @@ def main(argv) -> None:
   rollouts = c.rollout.prompts_per_iteration * c.rollout.group_size
   renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   agent_cfg = common.agent_config(c.agent)
-  sample_cfg, sample_params = sampler_view(model_cfg, state.params)
+  sample_cfg, sample_params = common.sampler_view(model_cfg, state.params)
   sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
       num_slots=rollouts, cache_length=c.agent.context_window, temperature=c.rollout.temperature,
       top_p=c.rollout.top_p, seed=sampler_seed))
@@ -110,7 +102,7 @@ def main(argv) -> None:
       specs = [EpisodeSpec(PooledEnv(pool, j * c.rollout.group_size + g), game, group_id=j)
                for j, game in enumerate(picks) for g in range(c.rollout.group_size)]
       if it > first_iteration:  # the sampler was built from these params
-        sampler.params = sampler_view(model_cfg, state.params)[1]
+        sampler.params = common.sampler_view(model_cfg, state.params)[1]
       trajectories = run_episodes(sampler, specs, renderer, agent_cfg,
                                   first_trajectory_id=it * rollouts)
       rollout_s = time.perf_counter() - start
@@ -128,17 +120,17 @@ def main(argv) -> None:
         batch, pack = rl.pack_segments(segments, adv.advantages, c.batch.rows, c.batch.seq_len)
         metrics.update(segments_packed=pack.num_packed, segments_truncated=pack.num_truncated,
                        segments_left_over=len(pack.leftovers))
+        # Counted on the host, before the batch is sharded over the devices.
+        tokens = float(np.count_nonzero(batch.segment_ids)) * c.optim.ppo_epochs
         batch = fill_ref(ref_params, parallel.put_batch(batch, b_shard))
         learn_start = time.perf_counter()
         state, batch, learn = rl.ppo_iteration(
             model_cfg, loss_cfg, optimizer, state, batch, num_epochs=c.optim.ppo_epochs,
             num_minibatches=c.optim.minibatches, step_fn=step_fn, fill_old_fn=fill_old)
         learn_s = time.perf_counter() - learn_start
-        tokens = float(np.sum(np.asarray(batch.segment_ids) > 0)) * c.optim.ppo_epochs
-        flops = (6 * model_cfg.num_params + 12 * model_cfg.num_layers * c.batch.seq_len *
-                 model_cfg.embed_dim) * tokens
+        learn_flops = flops.train_flops_per_token(model_cfg, c.batch.seq_len) * tokens
         metrics.update({f"learner/{k}": v for k, v in learn.items()})
-        metrics.update(learner_tokens_per_s=tokens / learn_s, mfu=flops / learn_s / peak)
+        metrics.update(learner_tokens_per_s=tokens / learn_s, mfu=learn_flops / learn_s / peak)
       log.write(it + 1, metrics)
       tqdm.tqdm.write(f"iteration {it + 1}: success {metrics['success']:.2f} reward "
                       f"{metrics['reward']:.3f} compress {metrics['num_compress']:.2f} read "

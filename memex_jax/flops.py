@@ -1,10 +1,20 @@
-"""Measured matmul throughput: the denominator of MFU in the learner's metrics and benchmarks."""
+"""MFU's two halves: a transformer's training FLOPs per token and the measured matmul peak.
+
+Both the learner's metrics (experiments/memex_grpo.py) and the benchmarks (bench/) use them.
+"""
 
 from __future__ import annotations
 
 import time
 
 import jax
+
+from memex_jax.models import config as config_lib
+
+
+def train_flops_per_token(cfg: config_lib.ModelConfig, seq_len: int) -> float:
+  """Forward + backward FLOPs per token: 6 per parameter plus attention's 12 * L * T * D."""
+  return 6 * cfg.num_params + 12 * cfg.num_layers * seq_len * cfg.embed_dim
 
 
 def matmul_peak_flops(dtype: str, size: int, repeats: int = 5) -> float:

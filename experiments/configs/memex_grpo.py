@@ -69,7 +69,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.optim = ml_collections.ConfigDict()
   # The paper's 5e-6 is for 7B-class models; a 135M model moves at a larger step.
-  c.optim.learning_rate = 1e-5 if gpu else 1e-5
+  c.optim.learning_rate = 1e-5
   c.optim.weight_decay = 0.1
   c.optim.clip_norm = 1.0
   c.optim.ppo_epochs = 1

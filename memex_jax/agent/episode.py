@@ -160,14 +160,15 @@ class Episode:
     working_text = self.working_text()  # Before this turn: anchors must not match it.
     header = self._renderer.generation_prompt_ids()
     closing = self._renderer.closing_ids(sampled)
+    text = self._renderer.assistant_text(sampled)  # with the forced prefix: parsed as written
     self._working.append(_Piece(
-        Message("assistant", self._renderer.assistant_text(sampled)), header + sampled + closing,
+        Message("assistant", text), header + sampled + closing,
         [0] * len(header) + [1] * len(sampled) + [0] * len(closing),
         [0.0] * len(header) + [float(x) for x in turn.logprobs] + [0.0] * len(closing)))
     self._seen += len(sampled)
     self._counts["generated"] += len(sampled)
 
-    parsed = parse_turn(self._renderer.assistant_text(sampled))
+    parsed = parse_turn(text)
     record = StepRecord(self._reported_working, malformed=parsed.malformed)
     if parsed.call is None:
       observation = Message("user", f"Format error ({parsed.error}): {parsed.detail}")

@@ -31,12 +31,10 @@ class Turn:
   Attributes:
     ids: sampled token ids, up to and including the token that completed a stop string.
     logprobs: log_softmax(logits / temperature) of each sampled id, same length as `ids`.
-    text: `ids` decoded (for parsing only; training uses `ids`).
   """
 
   ids: tuple[int, ...]
   logprobs: tuple[float, ...]
-  text: str
 
 
 class Policy(Protocol):

@@ -53,7 +53,7 @@ class ScriptedPolicy:
       ids = self._renderer.tokenizer.encode(text) + [self._renderer.end_id]
       ids = ids[:request.max_new_tokens]
       context += ids
-      turns.append(Turn(tuple(ids), (0.0,) * len(ids), self._renderer.tokenizer.decode(ids)))
+      turns.append(Turn(tuple(ids), (0.0,) * len(ids)))
     return turns
 
   def release(self, episode_id: int) -> None:

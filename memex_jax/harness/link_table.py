@@ -9,8 +9,8 @@ end, and each node owns at most K_nn edges. The table lists them:
 
 It holds the same edges as the GraphsTuple's senders/receivers (both directions of every row's
 links), in a shape that lets diffusion gather from the K columns instead of scattering over all
-2 * K_nn * N directed edges (`diffusion.undirected_personalized_pagerank`: ~2.5x faster per step
-on CPU than the edge-list form at 2k nodes).
+2 * K_nn * N directed edges (`diffusion.undirected_personalized_pagerank`, which says what that
+saves).
 """
 
 from __future__ import annotations

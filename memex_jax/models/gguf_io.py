@@ -219,14 +219,16 @@ def _config(meta: _Metadata) -> ModelConfig:
   theta = _float32(meta.get(f"{arch}.rope.freq_base", 10000.0))
   max_position = int(meta.get(f"{arch}.context_length"))
   scaling = _rope_scaling(meta, arch, head_dim, theta, max_position)
+  # Read before the try: a missing field already raises a CheckpointError naming the file.
+  num_layers = int(meta.get(f"{arch}.block_count"))
+  num_kv_heads = int(meta.get(f"{arch}.attention.head_count_kv", num_heads))
+  mlp_dim = int(meta.get(f"{arch}.feed_forward_length"))
+  norm_eps = _float32(meta.get(f"{arch}.attention.layer_norm_rms_epsilon"))
   try:
     return ModelConfig(
-        family=arch, vocab_size=vocab_size, num_layers=int(meta.get(f"{arch}.block_count")),
-        embed_dim=embed_dim, num_heads=num_heads,
-        num_kv_heads=int(meta.get(f"{arch}.attention.head_count_kv", num_heads)),
-        head_dim=head_dim, mlp_dim=int(meta.get(f"{arch}.feed_forward_length")),
-        rope_theta=theta, rope_scaling=scaling,
-        norm_eps=_float32(meta.get(f"{arch}.attention.layer_norm_rms_epsilon")),
+        family=arch, vocab_size=vocab_size, num_layers=num_layers, embed_dim=embed_dim,
+        num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, mlp_dim=mlp_dim,
+        rope_theta=theta, rope_scaling=scaling, norm_eps=norm_eps,
         tie_embeddings="output.weight" not in meta.tensors,
         qkv_bias=arch == "qwen2", qk_norm=arch == "qwen3", max_position=max_position)
   except ValueError as e:  # inconsistent head counts

@@ -40,7 +40,8 @@ ACTIVATION_RULES: LogicalRules = (
 
 
 def path_name(path: tuple[Any, ...]) -> str:
-  return "/".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
+  """'params/layers/attn/q_proj/kernel' for a pytree key path."""
+  return jax.tree_util.keystr(path, simple=True, separator="/")
 
 
 def _mesh_axes_size(mesh: Mesh, axes: MeshAxes) -> int:

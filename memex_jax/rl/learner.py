@@ -127,7 +127,7 @@ def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState,
   state = state.replace(params=jax.tree.map(keep, params, state.params),
                         opt_state=jax.tree.map(keep, opt_state, state.opt_state),
                         step=state.step + 1)
-  grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+  grad_norm = optax.global_norm(grads)
   metrics = dict(metrics, grad_norm=grad_norm,
                  skipped=jnp.logical_not(apply).astype(jnp.int32),
                  nonfinite=jnp.logical_not(finite).astype(jnp.int32))
@@ -194,8 +194,10 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
   if num_epochs < 1 or num_minibatches < 1 or b % num_minibatches:
     raise ValueError(f"ppo_iteration: {b} rows cannot be split into num_minibatches="
                      f"{num_minibatches} equal parts for num_epochs={num_epochs}")
-  trained = np.asarray(batch.loss_mask) > 0
-  if loss_cfg.kl_coef and trained.any() and not np.any(np.asarray(batch.ref_logprobs)[trained]):
+  # Reduced where the batch lives: one scalar comes back, not two [B, T] arrays.
+  trained = batch.loss_mask > 0
+  if loss_cfg.kl_coef and bool(jnp.any(trained)) and not bool(
+      jnp.any(jnp.where(trained, batch.ref_logprobs, 0.0) != 0)):
     raise ValueError("ppo_iteration: kl_coef > 0 but batch.ref_logprobs is all zeros on the "
                      "trained tokens; fill it with fill_logprobs(..., field='ref_logprobs')")
   if step_fn is None:
@@ -211,7 +213,7 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
   for epoch in range(num_epochs):
     order = np.asarray(jax.random.permutation(jax.random.fold_in(perm_rng, epoch), b))
     for rows in np.split(order, num_minibatches):
-      minibatch = jax.tree.map(lambda x, rows=rows: x[rows], batch)
+      minibatch = jax.tree.map(lambda x, rows=rows: _take_rows(x, rows), batch)
       state, metrics = step_fn(state, minibatch)
       history.append(metrics)
   history = jax.device_get(history)
@@ -220,3 +222,11 @@ def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
     summary[key] = int(sum(int(m[key]) for m in history))
   summary["num_updates"] = len(history)
   return state, batch, summary
+
+
+def _take_rows(x: Any, rows: np.ndarray) -> Any:
+  """Rows of a batch field; a device array keeps its sharding (an eager gather would replicate
+  it, which a step jitted with batch shardings refuses)."""
+  if isinstance(x, jax.Array):
+    return jax.device_put(x[rows], x.sharding)
+  return x[rows]

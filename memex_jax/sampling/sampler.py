@@ -158,6 +158,6 @@ class Sampler:
       slot = self.slots[i]
       slot.cached = slot.cached + ids + sampled[:-1]
       slot.pending = sampled[-1:]
-      turns.append(Turn(ids=tuple(sampled), logprobs=tuple(float(x) for x in logprobs[i, :counts[i]]),
-                        text=self.tokenizer.decode(sampled)))
+      turns.append(Turn(ids=tuple(sampled),
+                        logprobs=tuple(float(x) for x in logprobs[i, :counts[i]])))
     return turns

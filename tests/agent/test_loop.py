@@ -98,7 +98,7 @@ class _CharSplitPolicy(ScriptedPolicy):
       ids = [i for ch in text for i in self._renderer.tokenizer.encode(ch)]
       ids = (ids + [self._renderer.end_id])[:request.max_new_tokens]
       logprobs = tuple(-0.001 * (k + 1) for k in range(len(ids)))
-      turns.append(Turn(tuple(ids), logprobs, self._renderer.tokenizer.decode(ids)))
+      turns.append(Turn(tuple(ids), logprobs))
       self.log.append((request, turns[-1]))
     return turns
 

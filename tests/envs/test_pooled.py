@@ -15,7 +15,8 @@ def test_pooled_env_plays_restarts_and_survives_a_crash():
     assert "vault" in task_text.lower() and first
     observation, done, won, info = env.step("read note")
     assert not done and not won and "Vault code" in observation
-    assert env.changes_state("read note") == info["changed_state"]
+    # The first read of the note changes the vault's state (so does VaultEnv in-process).
+    assert info["changed_state"] is True and env.changes_state("read note") is True
     # The agent loop may stop an episode early; resetting the same view starts over.
     env.reset(VaultTask(seed=4, corridor_length=2))
     os.kill(pool.worker_pid(0), signal.SIGKILL)

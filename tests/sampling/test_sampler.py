@@ -64,7 +64,6 @@ def test_logprobs_equal_teacher_forced_across_turns(smollm2, smollm2_tokenizer):
   np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
   ref_other = _teacher_forced(cfg, params, other + list(turns[1].ids), temperature=0.8)
   np.testing.assert_allclose(turns[1].logprobs, ref_other[len(other):], atol=1e-4, rtol=1e-4)
-  assert turns[0].text == tok.decode(list(turns[0].ids))
 
 
 def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):

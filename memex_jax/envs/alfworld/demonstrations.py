@@ -30,7 +30,7 @@ from memex_jax.agent.chat import IM_END
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LOOK, AlfWorldConfig, AlfWorldEnv, memex_harder
 from memex_jax.memory import COMPRESS, READ
-from memex_jax.memory.accounting import TextTokenizer
+from memex_jax.memory.accounting import TRUNCATION_MARK, TextTokenizer
 from memex_jax.memory.anchors import AnchorError, extract_span
 
 ALFWORLD_INSTRUCTIONS = (
@@ -433,7 +433,7 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
     stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
     working = list(segment.messages[2:])
     seen, supplied = "", []
-    stats["summary_truncated"] |= "[...truncated]" in working[0].content
+    stats["summary_truncated"] |= TRUNCATION_MARK.strip() in working[0].content
     for position, message in enumerate(working):
       statuses = _STATUS.findall(message.content)
       stats["crossed_threshold"] |= any(int(w) > int(t) for w, t in statuses)

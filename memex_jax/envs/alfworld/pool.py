@@ -19,8 +19,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from memex_jax.envs import base
 
-_CRASHED = "worker crashed"  # reason prefix of a worker whose pipe broke
-
 
 @dataclasses.dataclass(frozen=True)
 class Episode:
@@ -92,6 +90,12 @@ class _Worker:
     self.process.start()
     child.close()
 
+  def alive(self) -> bool:
+    """Whether the worker can take a request. An idle worker never writes, so a readable pipe
+    means end-of-file: the process died. The pipe shows it at once; `is_alive` was seen still
+    reporting a just-killed idle worker as running, so its next reset failed."""
+    return self.process.is_alive() and not self.conn.poll()
+
   def kill(self) -> None:
     if self.process.is_alive():
       self.process.kill()
@@ -140,19 +144,11 @@ class EnvPool:
     if clashes or len({e.episode_id for e in episodes}) < len(episodes):
       raise ValueError(f"episode ids must be new and distinct; running already: {clashes}")
     for episode, slot in zip(episodes, free):
-      if not self._workers[slot].process.is_alive():  # died while idle: no episode lost
+      if not self._workers[slot].alive():  # died while idle: no episode lost
         self._respawn(slot)
       self._slot_of[episode.episode_id] = slot
     replies = self._exchange({e.episode_id: ("reset", e.task) for e in episodes},
                              self.reset_timeout_s)
-    # A worker can die while idle yet still look alive: with forkserver its exit status arrives
-    # asynchronously. Its reset then meets a dead pipe before the episode began, so nothing was
-    # lost: retry such resets once, on the replacement worker.
-    unseen_deaths = [e for e in episodes
-                     if not replies[e.episode_id][0] and replies[e.episode_id][1].startswith(_CRASHED)]
-    if unseen_deaths:
-      replies.update(self._exchange({e.episode_id: ("reset", e.task) for e in unseen_deaths},
-                                    self.reset_timeout_s))
     results = []
     for episode in episodes:
       ok, payload = replies[episode.episode_id]
@@ -201,7 +197,7 @@ class EnvPool:
         worker.conn.send(request)
         waiting[worker.conn] = episode_id
       except (BrokenPipeError, ConnectionResetError, OSError):
-        replies[episode_id] = (False, self._replace(episode_id, _CRASHED))
+        replies[episode_id] = (False, self._replace(episode_id, "worker crashed"))
     deadline = time.monotonic() + timeout_s
     while waiting:
       ready = connection.wait(list(waiting), timeout=max(0.0, deadline - time.monotonic()))
@@ -213,7 +209,7 @@ class EnvPool:
           status, payload = conn.recv()
           replies[episode_id] = (status == "ok", payload)
         except (EOFError, ConnectionResetError, OSError):
-          replies[episode_id] = (False, self._replace(episode_id, _CRASHED))
+          replies[episode_id] = (False, self._replace(episode_id, "worker crashed"))
     for episode_id in waiting.values():
       reason = f"worker hung: no reply within {timeout_s:.1f} s"
       replies[episode_id] = (False, self._replace(episode_id, reason))
