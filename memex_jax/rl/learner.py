@@ -127,7 +127,7 @@ def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState,
   state = state.replace(params=jax.tree.map(keep, params, state.params),
                         opt_state=jax.tree.map(keep, opt_state, state.opt_state),
                         step=state.step + 1)
-  grad_norm = optax.global_norm(grads)
+  grad_norm = optax.tree.norm(grads)
   metrics = dict(metrics, grad_norm=grad_norm,
                  skipped=jnp.logical_not(apply).astype(jnp.int32),
                  nonfinite=jnp.logical_not(finite).astype(jnp.int32))
