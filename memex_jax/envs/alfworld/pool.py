@@ -74,6 +74,9 @@ def _worker_main(conn: connection.Connection, env_factory: Callable[[], base.Env
       return
     if op == "close":
       return
+    if op == "ping":
+      conn.send(("ok", "pong"))
+      continue
     try:
       result = env.reset(arg) if op == "reset" else env.step(arg)
       conn.send(("ok", result))
@@ -90,11 +93,15 @@ class _Worker:
     self.process.start()
     child.close()
 
-  def alive(self) -> bool:
-    """Whether the worker can take a request. An idle worker never writes, so a readable pipe
-    means end-of-file: the process died. The pipe shows it at once; `is_alive` was seen still
-    reporting a just-killed idle worker as running, so its next reset failed."""
-    return self.process.is_alive() and not self.conn.poll()
+  def answers(self, timeout_s: float) -> bool:
+    """Whether the idle worker replies to a ping within `timeout_s`. A round trip is the only
+    certain test: `is_alive` and an end-of-file on the pipe were both seen to lag behind a
+    SIGKILL under load, so the next reset met a dead worker."""
+    try:
+      self.conn.send(("ping", None))
+      return self.conn.poll(timeout_s) and self.conn.recv() == ("ok", "pong")
+    except (EOFError, OSError):
+      return False
 
   def kill(self) -> None:
     if self.process.is_alive():
@@ -144,7 +151,7 @@ class EnvPool:
     if clashes or len({e.episode_id for e in episodes}) < len(episodes):
       raise ValueError(f"episode ids must be new and distinct; running already: {clashes}")
     for episode, slot in zip(episodes, free):
-      if not self._workers[slot].alive():  # died while idle: no episode lost
+      if not self._workers[slot].answers(self.reset_timeout_s):  # died idle: no episode lost
         self._respawn(slot)
       self._slot_of[episode.episode_id] = slot
     replies = self._exchange({e.episode_id: ("reset", e.task) for e in episodes},
