@@ -4,6 +4,10 @@ The context is kept as messages with their exact ids: [system, task] then the wo
 messages. Sampled ids go in as the policy returned them (token-in-token-out); observations are
 rendered and tokenized once. A request sends the policy only the ids it has not seen, or the
 whole context (reset) after a compression or a truncation.
+
+An Episode never calls its environment: it says which command a turn calls for, and the loop
+resets and steps the envs of all episodes together (`memex_jax.envs.batch`), so pooled engines
+work in parallel.
 """
 
 from __future__ import annotations
@@ -16,13 +20,22 @@ import numpy as np
 from memex_jax.agent import trajectory as traj
 from memex_jax.agent.chat import ChatRenderer, Message, tool_response
 from memex_jax.agent.config import FULL_CONTEXT, MEMEX, AgentConfig
-from memex_jax.agent.parser import ToolCall, parse_turn
+from memex_jax.agent.parser import ParsedTurn, ToolCall, parse_turn
 from memex_jax.agent.policy import Turn, TurnRequest
 from memex_jax.agent.rewards import RedundancyTracker, StepRecord, shaped_reward
-from memex_jax.envs.base import Env
+from memex_jax.envs.batch import ResetReply, StepReply
 from memex_jax.memory import (COMPRESS, FINISH, MEMORY_TOOLS, ContextStatus, ContextUsage,
                               ExperienceStore, ExperienceStoreError, ToolArgumentError,
                               build_summary, plan_compression, string_argument)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PendingTurn:
+  """A turn `take_turn` applied and `finish_turn` completes."""
+
+  parsed: ParsedTurn
+  working_text: str  # the working context before the turn (anchors must not match the turn)
+  command: str | None  # the env command it calls for
 
 
 @dataclasses.dataclass
@@ -36,13 +49,12 @@ class _Piece:
 
 
 class Episode:
-  """Algorithm 1 for one (env, task), as a state machine driven by sampled turns."""
+  """Algorithm 1 for one task, as a state machine driven by env replies and sampled turns."""
 
-  def __init__(self, episode_id: int, group_id: int, env: Env, task: Any,
-               renderer: ChatRenderer, config: AgentConfig, system_prompt: str):
+  def __init__(self, episode_id: int, group_id: int, renderer: ChatRenderer,
+               config: AgentConfig, system_prompt: str):
     self.episode_id = episode_id
     self.group_id = group_id
-    self._env, self._task = env, task
     self._renderer, self._config = renderer, config
     self._system_prompt = system_prompt
     self._tool_names = [s["name"] for s in config.tool_schemas()]
@@ -61,6 +73,7 @@ class Episode:
     self.won = False
     self.answer: str | None = None
     self._counts = {"compress": 0, "read": 0, "truncations": 0, "generated": 0}
+    self._pending: _PendingTurn | None = None
 
   # Context bookkeeping.
 
@@ -103,19 +116,17 @@ class Episode:
   def done(self) -> bool:
     return self.finish_reason is not None
 
-  # The two calls the loop makes.
+  # The calls the loop makes: begin, then take_turn and finish_turn each round.
 
-  def start(self) -> TurnRequest | None:
-    """Resets the environment; returns the first request (None if the reset failed)."""
-    try:
-      task_text, observation = self._env.reset(self._task)
-    except Exception as e:  # A broken task is a scored failure, not a crash of the loop.
-      self._end(traj.ENV_ERROR, f"reset failed: {type(e).__name__}: {e}")
+  def begin(self, reset: ResetReply) -> TurnRequest | None:
+    """Starts from the env's reset; returns the first request (None if the reset failed)."""
+    if reset.error:  # A broken task is a scored failure, not a crash of the loop.
+      self._end(traj.ENV_ERROR, f"reset failed: {reset.error}")
       return None
-    self.task_text = str(task_text)
+    self.task_text = reset.task_text
     self._prefix = [self._piece(Message("system", self._system_prompt)),
                     self._piece(Message("user", self.task_text))]
-    self._observe(str(observation), from_tool=False)
+    self._observe(reset.observation, from_tool=False)
     return self._request()
 
   def _truncate(self, room_needed: int) -> None:
@@ -151,8 +162,14 @@ class Episode:
     self._seen, self._needs_reset = len(full), False
     return request
 
-  def step(self, turn: Turn, max_new_tokens: int) -> TurnRequest | None:
-    """Applies one sampled turn; returns the next request, or None once the episode ended."""
+  def take_turn(self, turn: Turn, max_new_tokens: int) -> str | None:
+    """Appends a sampled turn; returns the env command it calls for, if any.
+
+    The loop steps the envs of every episode that returned a command, then calls `finish_turn`
+    on each episode of the round with its env's reply (None for the others).
+    """
+    if self._pending is not None:
+      raise RuntimeError(f"episode {self.episode_id}: the previous turn was not finished")
     sampled = list(turn.ids)
     if len(sampled) != len(turn.logprobs) or len(sampled) > max_new_tokens:
       raise ValueError(f"episode {self.episode_id}: the policy returned {len(sampled)} ids and "
@@ -169,14 +186,37 @@ class Episode:
     self._counts["generated"] += len(sampled)
 
     parsed = parse_turn(text)
+    command = None
+    if parsed.call is not None and parsed.call.name == self._config.env_tool:
+      try:
+        command = string_argument(parsed.call.arguments, "command", parsed.call.name)
+      except ToolArgumentError:
+        pass  # `finish_turn` answers with the argument error.
+    self._pending = _PendingTurn(parsed, working_text, command)
+    return command
+
+  def finish_turn(self, env_reply: StepReply | None) -> TurnRequest | None:
+    """Completes the turn; returns the next request, or None once the episode ended.
+
+    Args:
+      env_reply: the env's reply to the command `take_turn` returned; None when it returned none.
+    """
+    pending, self._pending = self._pending, None
+    if pending is None:
+      raise RuntimeError(f"episode {self.episode_id}: finish_turn before take_turn")
+    if (pending.command is None) != (env_reply is None):
+      raise ValueError(f"episode {self.episode_id}: an env reply goes with an env command, "
+                       f"got command {pending.command!r} and reply {env_reply}")
+    parsed = pending.parsed
     record = StepRecord(self._reported_working, malformed=parsed.malformed)
     if parsed.call is None:
       observation = Message("user", f"Format error ({parsed.error}): {parsed.detail}")
     elif parsed.call.name in MEMORY_TOOLS:
-      observation, compressed = self._run_memory_tool(parsed.call, working_text)
+      observation, compressed = self._run_memory_tool(parsed.call, pending.working_text)
       record = dataclasses.replace(record, compressed=compressed)
     else:
-      observation, changed = self._run_tool(parsed.call)
+      observation, changed = (self._env_result(pending.command, env_reply)
+                              if env_reply is not None else self._run_tool(parsed.call))
       redundant = self._tracker.record(parsed.call.signature(), changed)
       record = dataclasses.replace(record, tool_call=True, redundant=redundant)
     if parsed.extra_calls:
@@ -224,31 +264,27 @@ class Episode:
     return Message("tool", content)
 
   def _run_tool(self, call: ToolCall) -> tuple[Message, bool]:
-    """Finish, the environment tool, or an unknown name; returns (observation, changed)."""
+    """Finish, an env call without a valid command, or an unknown name: (observation, changed)."""
     try:
       if call.name == FINISH:
         self.answer = string_argument(call.arguments, "answer", FINISH)
         self._end(traj.FINISHED)
         return Message("tool", "Episode finished."), False
       if call.name == self._config.env_tool:
-        return self._env_step(string_argument(call.arguments, "command", call.name))
+        string_argument(call.arguments, "command", call.name)  # raises: take_turn found no command
     except ToolArgumentError as e:
       return Message("tool", f"Error: {e}"), False
     return Message("tool", f"Error: unknown tool {call.name!r}; available tools: "
                    f"{', '.join(self._tool_names)}"), False
 
-  def _env_step(self, command: str) -> tuple[Message, bool]:
-    try:
-      observation, done, won, info = self._env.step(command)
-      changed = (bool(info["changed_state"]) if isinstance(info, Mapping) and
-                 "changed_state" in info else bool(self._env.changes_state(command)))
-    except Exception as e:  # The environment's failure ends this episode only.
-      self._end(traj.ENV_ERROR, f"step({command!r}) failed: {type(e).__name__}: {e}")
+  def _env_result(self, command: str, reply: StepReply) -> tuple[Message, bool]:
+    if reply.error:  # The environment's failure ends this episode only.
+      self._end(traj.ENV_ERROR, f"step({command!r}) failed: {reply.error}")
       return Message("tool", ""), False
-    self.won = self.won or bool(won)
-    if done:
+    self.won = self.won or reply.won
+    if reply.done:
       self._end(traj.ENV_DONE)
-    return Message("tool", str(observation)), changed
+    return Message("tool", reply.observation), reply.changed
 
   # Export.
 

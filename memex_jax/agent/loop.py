@@ -1,8 +1,9 @@
 """The batched agent loop: Algorithm 1 over many episodes at once.
 
 Each round, every live episode asks the policy for its next turn; the policy answers all of
-them in one call (the JAX sampler decodes them as one batch). Memory tools run in-process,
-environment actions through each episode's Env; episodes end independently.
+them in one call (the JAX sampler decodes them as one batch). Memory tools run in-process; the
+round's environment actions then run together, one call per env pool (`envs.batch`), so pooled
+engines step in parallel. Episodes end independently.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from memex_jax.agent.episode import Episode
 from memex_jax.agent.policy import Policy
 from memex_jax.agent.prompts import build_system_prompt
 from memex_jax.agent.trajectory import Trajectory
+from memex_jax.envs import batch
 from memex_jax.envs.base import Env
 
 
@@ -47,16 +49,22 @@ def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRen
   """
   system_prompt = build_system_prompt(config.tool_schemas(), config.mode,
                                       config.env_instructions)
-  episodes = [Episode(i, spec.group_id, spec.env, spec.task, renderer, config, system_prompt)
+  episodes = [Episode(i, spec.group_id, renderer, config, system_prompt)
               for i, spec in enumerate(specs)]
-  requests = [r for r in (episode.start() for episode in episodes) if r is not None]
+  resets = batch.reset_envs([spec.env for spec in specs], [spec.task for spec in specs])
+  requests = [r for r in (e.begin(reset) for e, reset in zip(episodes, resets)) if r is not None]
   while requests:
     turns = policy.generate(requests)
     if len(turns) != len(requests):
       raise ValueError(f"the policy returned {len(turns)} turns for {len(requests)} requests")
+    commands = {request.episode_id: episodes[request.episode_id].take_turn(
+        turn, request.max_new_tokens) for request, turn in zip(requests, turns)}
+    acting = [i for i, command in commands.items() if command is not None]
+    replies = dict(zip(acting, batch.step_envs([specs[i].env for i in acting],
+                                               [commands[i] for i in acting])))
     next_requests = []
-    for request, turn in zip(requests, turns):
-      follow_up = episodes[request.episode_id].step(turn, request.max_new_tokens)
+    for request in requests:
+      follow_up = episodes[request.episode_id].finish_turn(replies.get(request.episode_id))
       if follow_up is None:
         policy.release(request.episode_id)
       else:

@@ -7,6 +7,8 @@ import pytest
 
 from memex_jax.agent import (AgentConfig, EpisodeSpec, Message, ScriptedPolicy, Turn,
                              run_episodes)
+from memex_jax.envs.alfworld.pool import EnvPool
+from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask, vault_code
 
 TASK = VaultTask(seed=7, corridor_length=4)
@@ -36,12 +38,13 @@ MEMEX_SCRIPT = ([_go("read note")] + [_go("go east")] * 3 + [ARCHIVE_NOTE] +
                                         _enter_code_seen_in_context])
 
 
-def _run(renderer, scripts, tasks=None, policy=None, **config):
+def _run(renderer, scripts, tasks=None, policy=None, envs=None, **config):
   config = AgentConfig(**{"threshold": 300, "max_turn_tokens": 256, **config})
   tasks = tasks or [TASK] * len(scripts)
   policy = policy or ScriptedPolicy(renderer, scripts)
-  return run_episodes(policy, [EpisodeSpec(VaultEnv(), task, group_id=3) for task in tasks],
-                      renderer, config)
+  envs = envs or [VaultEnv() for _ in tasks]
+  return run_episodes(policy, [EpisodeSpec(env, task, group_id=3)
+                               for env, task in zip(envs, tasks)], renderer, config)
 
 
 def test_memex_reads_the_code_back_and_wins_where_summary_only_loses(renderer):
@@ -201,3 +204,33 @@ def test_a_failing_environment_is_a_scored_failure(renderer):
   assert broken.metrics.finish_reason == "env_error" and not broken.metrics.success
   assert "reset failed: TypeError" in broken.error and broken.segments == ()
   assert fine.metrics.finish_reason == "finish"
+
+
+class _StepCountingPool(EnvPool):
+  """A real EnvPool that also records how many episodes each step call carried."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.step_sizes = []
+
+  def step(self, commands):
+    self.step_sizes.append(len(commands))
+    return super().step(commands)
+
+
+def test_pooled_episodes_step_together_and_match_in_process_ones(renderer):
+  # Episode 0 archives (a memory round without an env step); 1 finishes early; 2 walks.
+  scripts = [MEMEX_SCRIPT, [_go("read note"), _call("Finish", answer="x")],
+             [_go("go east")] * 4 + [_go("enter AAA-0000")]]
+  tasks = [TASK, VaultTask(seed=8, corridor_length=4), VaultTask(seed=9, corridor_length=3)]
+  want = _run(renderer, scripts, tasks=tasks)
+  with _StepCountingPool(VaultEnv, num_workers=3, step_timeout_s=20) as pool:
+    got = _run(renderer, scripts, tasks=tasks,
+               envs=[PooledEnv(pool, episode_id=i) for i in range(3)])
+  for g, w in zip(got, want):
+    assert g.metrics == w.metrics and g.reward == w.reward and g.error == w.error
+    assert [s.token_ids.tolist() for s in g.segments] == [s.token_ids.tolist() for s in w.segments]
+  assert [t.metrics.finish_reason for t in got] == ["env_done", "finish", "env_done"]
+  # One pool call per round with an env action, carrying every episode that ran one. Fewer
+  # from round 2 (episode 1 finishes) and round 5 (0 archives); round 8 (0 reads) makes none.
+  assert pool.step_sizes == [3, 2, 2, 2, 1, 1, 1, 1]
