@@ -1,7 +1,7 @@
 """The Memex agent: ChatML tool format, parser, Algorithm 1 over a batch, rewards, baselines."""
 
 from memex_jax.agent.chat import (IM_END, IM_START, ChatRenderer, Message, RenderedIds,
-                                  tool_response, tools_block)
+                                  tool_response, tool_response_body, tools_block)
 from memex_jax.agent.config import FULL_CONTEXT, MEMEX, MODES, SUMMARY_ONLY, AgentConfig
 from memex_jax.agent.episode import Episode
 from memex_jax.agent.loop import EpisodeSpec, run_episodes
@@ -26,5 +26,5 @@ __all__ = [
     "RewardWeights", "SUMMARY_ONLY", "ScriptedPolicy", "ScriptedTurn", "Segment", "StepRecord",
     "TAG_MISMATCH", "ToolCall", "Trajectory", "Turn", "TurnRequest", "build_system_prompt",
     "context_penalty", "parse_turn", "run_episodes", "shaped_reward", "tool_response",
-    "tools_block",
+    "tool_response_body", "tools_block",
 ]

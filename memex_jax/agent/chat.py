@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, Sequence
 
 from memex_jax.memory.accounting import TextTokenizer
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ROLES = ("system", "user", "assistant", "tool")
+_TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,13 @@ class RenderedIds:
 
 def tool_response(content: str) -> str:
   return f"<tool_response>\n{content}\n</tool_response>"
+
+
+def tool_response_body(text: str) -> str | None:
+  """The content of the last `tool_response` in `text` (None if it has none): what a scripted
+  policy reading its context as text got back from its latest tool call."""
+  bodies = _TOOL_RESPONSE.findall(text)
+  return bodies[-1] if bodies else None
 
 
 def tools_block(schemas: Sequence[dict[str, Any]]) -> str:

@@ -2,7 +2,7 @@
 
 from memex_jax.memory.accounting import ContextUsage, TextTokenizer, truncate_to_tokens
 from memex_jax.memory.anchors import AnchorError, extract_span
-from memex_jax.memory.status import ContextStatus
+from memex_jax.memory.status import ContextStatus, parse_status
 from memex_jax.memory.store import (INDEX_PATTERN, ExperienceEntry, ExperienceStore,
                                     ExperienceStoreError, index_error)
 from memex_jax.memory.summary import IndexedSummary, build_summary
@@ -16,5 +16,6 @@ __all__ = [
     "ContextUsage", "ExperienceEntry", "ExperienceStore", "ExperienceStoreError", "FINISH",
     "INDEX_PATTERN", "IndexedSummary", "MEMORY_TOOLS", "READ", "TextTokenizer",
     "ToolArgumentError", "build_summary", "compress_schema", "extract_span", "finish_schema",
-    "index_error", "plan_compression", "read_schema", "string_argument", "truncate_to_tokens",
+    "index_error", "parse_status", "plan_compression", "read_schema", "string_argument",
+    "truncate_to_tokens",
 ]

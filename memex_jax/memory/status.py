@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from memex_jax.memory.accounting import ContextUsage
+
+_LINE = re.compile(r"\[Context Status: working=(\d+), total=\d+, threshold=(\d+)\]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,3 +43,12 @@ class ContextStatus:
       line += (f"\n[Warning: working context is at {percent}% of the threshold. Plan a "
                "CompressExperience soon.]")
     return line
+
+
+def parse_status(text: str) -> tuple[int, int] | None:
+  """(working, threshold) of the last `ContextStatus.render` line in `text`, or None.
+
+  Scripted policies see their context as text; the last line is the one the loop just appended.
+  """
+  lines = _LINE.findall(text)
+  return (int(lines[-1][0]), int(lines[-1][1])) if lines else None

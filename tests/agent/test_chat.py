@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from memex_jax.agent import ChatRenderer, Message, tools_block
+from memex_jax.agent import (ChatRenderer, Message, tool_response, tool_response_body,
+                             tools_block)
 from memex_jax.memory import finish_schema, read_schema
 from memex_jax.tokenizers import Tokenizer
 
@@ -71,3 +72,11 @@ def test_assistant_prefix_is_context_and_part_of_the_turn_text(smollm2_tokenizer
   rendered = renderer.render([Message("assistant", text)])
   assert rendered.ids[:len(renderer.generation_prompt_ids())] == renderer.generation_prompt_ids()
   assert sum(rendered.loss_mask) == len(smollm2_tokenizer.encode(text[len(prefix):])) + 1
+
+
+def test_tool_response_body_reads_back_the_last_response():
+  assert tool_response_body(tool_response("You see a door.\nIt is closed.")) == (
+      "You see a door.\nIt is closed.")
+  assert tool_response_body(tool_response("") + "\n[Context Status: ...]") == ""
+  assert tool_response_body(tool_response("first") + "\nturn\n" + tool_response("last")) == "last"
+  assert tool_response_body("<tool_response>\nunclosed") is None

@@ -1,6 +1,6 @@
-"""ContextStatus: exact line, approaching and over-threshold warnings."""
+"""ContextStatus: exact line, approaching and over-threshold warnings, parsed back."""
 
-from memex_jax.memory import ContextStatus, ContextUsage
+from memex_jax.memory import ContextStatus, ContextUsage, parse_status
 
 
 def test_line_reports_working_total_and_threshold():
@@ -26,3 +26,13 @@ def test_warns_when_over_the_threshold():
 def test_warn_fraction_is_configurable():
   assert ContextStatus(ContextUsage(0, 500), threshold=1000, warn_fraction=0.5).approaching
   assert not ContextStatus(ContextUsage(0, 500), threshold=1000).approaching
+
+
+def test_parse_status_reads_back_the_last_rendered_line():
+  over = ContextStatus(ContextUsage(fixed=10, working=1001), threshold=1000).render()
+  below = ContextStatus(ContextUsage(fixed=900, working=100), threshold=1000).render()
+  assert parse_status(over) == (1001, 1000)
+  assert parse_status(f"<tool_response>\nYou see a door.\n</tool_response>\n{below}") == (
+      100, 1000)
+  assert parse_status(f"{over}\nobservation\n{below}") == (100, 1000)
+  assert parse_status("[Context Status: working=100]") is None

@@ -51,22 +51,20 @@ def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield ids, mask
 
 
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(config: DemonstrationConfig) -> None:
+def _new_worker(config: DemonstrationConfig) -> dict[str, Any]:
+  """What one process demonstrates with: its own engine, the SmolLM2 renderer, the settings."""
   from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
   from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
-  _WORKER.update(config=config, env=AlfWorldEnv(config.env),
-                 renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
+  return dict(config=config, env=AlfWorldEnv(config.env),
+              renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
 
 
-def _demonstrate(job: tuple[int, str, str, int]) -> dict[str, Any]:
+def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict[str, Any]:
   demo, root, game, seed = job
   record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed}
   try:
-    trajectory = make_demonstration(game, _WORKER["renderer"], _WORKER["config"], seed,
-                                    _WORKER["env"])
+    trajectory = make_demonstration(game, worker["renderer"], worker["config"], seed,
+                                    worker["env"])
   except (DemonstrationError, ValueError, FileNotFoundError) as e:
     return {**record, "error": str(e)}
   segments = [{"segment_index": s.segment_index, "token_ids": s.token_ids.tolist(),
@@ -76,6 +74,19 @@ def _demonstrate(job: tuple[int, str, str, int]) -> dict[str, Any]:
   return {**record, "task_text": trajectory.task_text, "segments": segments,
           "memory": trajectory.memory, "metrics": trajectory.metrics.as_dict(),
           "stats": demonstration_stats(trajectory)}
+
+
+# Each pool process's worker, built by the pool's initializer: a pool task is sent by name, so
+# it finds its process's engine here. The single-process path passes its worker instead.
+_POOL_WORKER: dict[str, Any] = {}
+
+
+def _init_pool_worker(config: DemonstrationConfig) -> None:
+  _POOL_WORKER.update(_new_worker(config))
+
+
+def _demonstrate_in_pool(job: tuple[int, str, str, int]) -> dict[str, Any]:
+  return _demonstrate(_POOL_WORKER, job)
 
 
 def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -136,12 +147,11 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
   done, failed = [], []
   with contextlib.ExitStack() as stack:
     if workers == 1:  # In this process: its one engine serves every demonstration.
-      _init_worker(config)
-      results = map(_demonstrate, jobs)
+      results = map(functools.partial(_demonstrate, _new_worker(config)), jobs)
     else:
       pool = stack.enter_context(
-          multiprocessing.get_context("spawn").Pool(workers, _init_worker, (config,)))
-      results = pool.imap(_demonstrate, jobs)
+          multiprocessing.get_context("spawn").Pool(workers, _init_pool_worker, (config,)))
+      results = pool.imap(_demonstrate_in_pool, jobs)
     files = [stack.enter_context(open(os.path.join(
         out, f"{SEGMENTS_PREFIX}-{k:05d}-of-{shards:05d}.jsonl"), "w")) for k in range(shards)]
     trajectories = stack.enter_context(open(os.path.join(out, TRAJECTORIES), "w"))

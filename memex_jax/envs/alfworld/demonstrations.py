@@ -1,384 +1,34 @@
 r"""Expert demonstrations with Indexed Experience Memory: the SFT warm start of MemexRL on ALFWorld.
 
 A demonstration is the real agent loop (`run_episodes`) driven by a scripted policy, so its ids,
-loss masks and segments are exactly what the loop builds. The policy plays the game's expert
-solution (the walkthrough the game file ships) after a survey of the room: `look` once, then
-visit receptacles (open, note, close) with the solution's receptacles among the first, so that
-the objects are found early. Whenever ContextStatus reports working > threshold, it calls
-CompressExperience: the look listing and each observation that found a needed object are
-archived verbatim by anchors, a note of every receptacle's contents and of the actions done is
-written explicitly (db_content), and the progress state keeps types, not ids. When the next
-action needs an id the working context no longer shows, it calls ReadExperience on the
-smallest block holding it, and the action then uses what it read.
+loss masks and segments are exactly what the loop builds. The policy is `demonstrator`'s expert:
+it surveys the room, plays the game's expert solution, compresses whenever the working context
+is over the threshold and reads back the ids it needs.
 
 `demonstration_dataset` writes many of them as the SFT dataset.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
-import re
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from memex_jax.agent import (AgentConfig, ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory,
-                             parse_turn, run_episodes)
-from memex_jax.agent.chat import IM_END
+from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
+                             run_episodes, tool_response_body)
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld.env import LOOK, AlfWorldConfig, AlfWorldEnv, memex_harder
-from memex_jax.memory import COMPRESS, READ
-from memex_jax.memory.accounting import TRUNCATION_MARK, TextTokenizer
-from memex_jax.memory.anchors import AnchorError, extract_span
+from memex_jax.envs.alfworld.demonstrator import (ALFWORLD_INSTRUCTIONS, THING_ID,
+                                                  DemonstrationConfig, DemonstrationError,
+                                                  Demonstrator, smollm2_agent_config)
+from memex_jax.envs.alfworld.env import AlfWorldEnv
+from memex_jax.memory import COMPRESS, READ, parse_status
 
-ALFWORLD_INSTRUCTIONS = (
-    "You act in a household. The execute tool runs one text command: look (once per "
-    "episode; it lists the room's receptacles), go to R, open R, close R, take O from R, "
-    "move O to R, examine X, use LAMP, heat O with R, cool O with R, clean O with R, "
-    "inventory. Name every object and receptacle by its exact id, like \"drawer 1\". The "
-    "episode ends when the task is done.")
-_ID = re.compile(r"\b[a-z]+ \d+\b")
-_STATUS = re.compile(r"\[Context Status: working=(\d+), total=\d+, threshold=(\d+)\]")
-_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
-_LISTING = "Looking quickly around you, you see"
-_PLAN_SHOWN = 6  # Plan steps a progress state spells out.
-_VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
-
-
-class DemonstrationError(RuntimeError):
-  """The expert solution could not be played (names the game and the failing command)."""
-
-
-def smollm2_agent_config(**overrides: Any) -> AgentConfig:
-  """Memex on ALFWorld sized for SmolLM2's 8K window: threshold 2K, 300-token summaries."""
-  fields = dict(mode="memex", max_steps=50, context_window=8192, threshold=2048,
-                max_turn_tokens=512, summary_token_budget=300,
-                env_instructions=ALFWORLD_INSTRUCTIONS)
-  fields.update(overrides)
-  return AgentConfig(**fields)
-
-
-@dataclasses.dataclass(frozen=True)
-class DemonstrationConfig:
-  """How demonstrations are played.
-
-  Attributes:
-    agent: the agent loop's settings (the SmolLM2 preset by default).
-    env: the ALFWorld wrapper's options (Memex harder by default).
-    min_survey: receptacles searched at least (all of them in smaller rooms).
-    max_survey: receptacles searched at most before acting, unless nothing was compressed yet.
-    step_reserve: agent turns kept free for compressions and reads after the survey.
-  """
-
-  agent: AgentConfig = dataclasses.field(default_factory=smollm2_agent_config)
-  env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
-  min_survey: int = 5
-  max_survey: int = 9
-  step_reserve: int = 6
-
-  def __post_init__(self):
-    if not 1 <= self.min_survey <= self.max_survey:
-      raise ValueError(f"DemonstrationConfig needs 1 <= min_survey <= max_survey, got "
-                       f"{self.min_survey}, {self.max_survey}")
-
-
-def _ids(text: str) -> set[str]:
-  return set(_ID.findall(text))
-
-
-def _mentions(text: str, thing_id: str) -> bool:
-  return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
-
-
-def _kind(thing_id: str) -> str:
-  return thing_id.rsplit(" ", 1)[0]
-
-
-def _abstract(command: str) -> str:
-  """A command with ids replaced by types: the plan without the exact ids."""
-  return _ID.sub(lambda m: "the " + _kind(m.group()), command)
-
-
-def _seen_items(observation: str) -> list[str]:
-  """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
-  _, _, listed = observation.partition("you see ")
-  return re.findall(r"\ban? ([a-z]+ \d+)", listed)
-
-
-def _call(reasoning: str, name: str, **arguments: Any) -> str:
-  return (f"{reasoning}\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n"
-          "</tool_call>")
-
-
-def _anchors(working: str, span: str, mid_hint: str) -> dict[str, str] | None:
-  """start/mid/end anchors that select exactly `span` of `working`, or None."""
-  words = span.split(" ")
-  for n in range(3, len(words)):
-    start = " ".join(words[:n])
-    if working.count(start) == 1:
-      break
-  else:
-    return None
-  for n in range(2, len(words) - 2):
-    end = " ".join(words[-n:])
-    inner = span[len(start):len(span) - len(end)]
-    mid = mid_hint if mid_hint in inner else " ".join(inner.split()[:2])
-    try:
-      if mid and extract_span(working, start, mid, end) == span:
-        return {"start_anchor": start, "mid_anchor": mid, "end_anchor": end}
-    except AnchorError:
-      continue
-  return None
-
-
-class _Demonstrator:
-  """Chooses each turn from the decoded context (a script entry of `ScriptedPolicy`)."""
-
-  def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random,
-               tokenizer: TextTokenizer):
-    self._plan = list(walkthrough)
-    self._config, self._rng, self._tokenizer = config, rng, tokenizer
-    self._expected: tuple[str, str] | None = None  # (memory tool, what its reply must start with)
-    self._plan_at = 0
-    self._queue: list[str] = [LOOK]
-    self._surveying = True
-    self._survey: list[str] = []  # Receptacles still to search.
-    self._surveyed: list[str] = []
-    self._visit: str | None = None  # The receptacle a survey `go to` is heading for.
-    self._awaiting: str | None = None
-    self._read: str | None = None  # The index read by the previous turn.
-    self._location: str | None = None
-    self._holding: str | None = None
-    self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
-    self._blocks: dict[str, str] = {}  # index -> archived content
-    self._segment = self._turns = 0
-    self._key_objects = [_ID.findall(c)[0] for c in self._plan if c.startswith(("take ", "use "))]
-    self._key_receptacles = list(dict.fromkeys(c.removeprefix("go to ") for c in self._plan
-                                               if c.startswith("go to ")))
-
-  def __call__(self, context: str) -> str:
-    self._turns += 1
-    working = context.split(IM_END, 2)[2]
-    responses = _RESPONSE.findall(working)
-    latest = responses[-1] if responses else ""
-    if self._expected and not latest.startswith(self._expected[1]):
-      raise DemonstrationError(f"{self._expected[0]} was rejected: {latest[:300]}")
-    self._expected = None
-    if self._awaiting is not None:
-      self._record(self._awaiting, latest)
-      self._awaiting = None
-    statuses = _STATUS.findall(working)
-    if statuses and int(statuses[-1][0]) > int(statuses[-1][1]):
-      return self._compress(working)
-    command = self._next_command()
-    missing = [i for i in self._needed_ids(command) if not _mentions(working, i)]
-    readable = {index: content for index, content in self._blocks.items()
-                if content not in working and any(_mentions(content, i) for i in missing)}
-    if readable:
-      self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
-                                                len(readable[k])))
-      self._expected = (READ, self._blocks[self._read])
-      return _call(f"I need the exact id of the {' and the '.join(map(_kind, missing))}; it is "
-                   f"archived under {self._read}, so I read it back instead of searching again.",
-                   READ, index=self._read)
-    self._queue.pop(0)
-    self._awaiting = command
-    reason = self._reason(command)
-    if self._read:
-      reason, self._read = f"From {self._read}: {reason[0].lower()}{reason[1:]}", None
-    return _call(reason, "execute", command=command)
-
-  # What to do next.
-
-  def _next_command(self) -> str:
-    if not self._queue and self._surveying:
-      if self._survey and self._keep_surveying():
-        self._visit = self._survey.pop(0)
-        self._queue.append(f"go to {self._visit}")
-      else:
-        self._surveying = False
-    while not self._queue and self._plan_at < len(self._plan):
-      command = self._plan[self._plan_at]
-      self._plan_at += 1
-      if command != f"go to {self._location}":
-        self._queue.append(command)
-    if not self._queue:
-      raise DemonstrationError("the walkthrough ended without winning")
-    return self._queue[0]
-
-  def _keep_surveying(self) -> bool:
-    done, config = len(self._surveyed), self._config
-    # The plan may need a read before each of its moves.
-    plan_turns = len(self._plan) + sum(c.startswith("go to ") for c in self._plan)
-    if config.agent.max_steps - self._turns - plan_turns - config.step_reserve < 3:
-      return False
-    if any(k in self._survey for k in self._key_receptacles) or done < config.min_survey:
-      return True
-    return done < config.max_survey or self._segment == 0
-
-  def _needed_ids(self, command: str) -> list[str]:
-    """Ids the command names, plus, on the way to take or use something, that thing's id."""
-    things = []
-    if command.startswith("go to ") and not self._surveying:
-      for later in self._plan[self._plan_at:]:
-        if later.startswith("go to "):
-          break
-        if later.startswith(("take ", "use ")):
-          things.append(_ID.findall(later)[0])
-    return list(dict.fromkeys(things + _ID.findall(command)))
-
-  def _record(self, command: str, observation: str) -> None:
-    verb, _, target = command.partition(" ")
-    if observation.startswith("Nothing happens") and verb == "go":
-      # Receptacles sharing a spot cannot be gone to from each other: examine it from here.
-      if command == f"go to {self._visit}":
-        self._queue.append(f"examine {self._visit}")
-      return
-    if observation.startswith("Nothing happens") or not observation:
-      raise DemonstrationError(f"{command!r} failed: {observation!r}")
-    self._log.append((self._segment, command, observation))
-    if command == LOOK:
-      self._plan_survey(_seen_items(observation))
-    elif self._visit and command in (f"go to {self._visit}", f"examine {self._visit}"):
-      self._location = self._location if verb == "examine" else self._visit
-      self._surveyed.append(self._visit)
-      if f"The {self._visit} is closed." in observation:
-        self._queue += [f"open {self._visit}", f"close {self._visit}"]
-      self._visit = None
-    elif verb == "go":
-      self._location = target.removeprefix("to ")
-    elif verb == "take":
-      self._holding = target.split(" from ")[0]
-    elif verb == "move":
-      self._holding = None
-
-  def _plan_survey(self, receptacles: list[str]) -> None:
-    """Needed receptacles among the first `min_survey` visits, then the others."""
-    keys = [r for r in self._key_receptacles if r in receptacles]
-    others = [r for r in receptacles if r not in keys]
-    self._rng.shuffle(others)
-    extra = max(0, self._config.min_survey - len(keys))
-    early = keys + others[:extra]
-    self._rng.shuffle(early)
-    self._survey = early + others[extra:]
-
-  # Turns.
-
-  def _reason(self, command: str) -> str:
-    verb = command.split(" ")[0]
-    ids = _ID.findall(command)
-    pick = self._rng.choice
-    if command == LOOK:
-      return pick(["The room's receptacles are hidden and look works only once, so I look now.",
-                   "First I need to know which receptacles are here; look is allowed once."])
-    if self._surveying:
-      if verb == "go":
-        return pick([f"I have not searched {ids[0]} yet; going there.",
-                     f"Next I check {ids[0]} to map what the room holds.",
-                     f"Continuing the survey with {ids[0]}."])
-      if verb == "examine":
-        return (f"Nothing happened: {ids[0]} must share the spot I am at, so I examine it from "
-                "here.")
-      if verb == "open":
-        return pick([f"{ids[0]} is closed; I open it to see inside.",
-                     f"I open {ids[0]} to check its contents."])
-      found = [o for o in self._key_objects if o in _seen_items(self._log[-1][2])]
-      if found:
-        return (f"{ids[0]} holds {' and '.join(found)}, which the task needs; I note it and "
-                f"close {ids[0]} for now.")
-      return pick([f"Done with {ids[0]}; I close it again.",
-                   f"Closing {ids[0]} to leave the room as it was."])
-    needed = self._needed_ids(command)
-    if verb == "go" and len(needed) > 1:
-      return f"The {needed[0]} I need is at {ids[0]}; going there."
-    if verb == "go":
-      purpose = f" with {self._holding}" if self._holding else ""
-      return f"The next step of my plan is at {ids[0]}; I go there{purpose}."
-    return {"take": f"{ids[0]} is here; I take it.",
-            "open": f"{ids[0]} is closed; I open it.",
-            "close": f"I close {ids[0]} again.",
-            "move": f"I put {ids[0]} in {ids[-1]}.",
-            "use": f"I turn on {ids[0]} to look at what I hold under its light.",
-            }.get(verb, f"{_VERB_ING.get(verb, 'Doing')} {' with '.join(ids)}: {command}.")
-
-  def _compress(self, working: str) -> str:
-    """CompressExperience: anchored verbatim blocks, one explicit note, a type-level plan."""
-    current = [(c, obs) for s, c, obs in self._log if s == self._segment]
-    self._segment += 1
-    if not self._keep_surveying():
-      self._survey = []  # The visit in progress ends the survey.
-    blocks = []
-
-    def archive(index: str, description: str, span: str, mid: str) -> None:
-      anchors = _anchors(working, span, mid)
-      if anchors:
-        blocks.append({"index": index, "description": description, **anchors})
-        self._blocks[index] = span
-
-    looked = [obs for c, obs in current if c == LOOK]
-    if looked and "room_listing" not in self._blocks:
-      listing = looked[0][looked[0].index(_LISTING):]
-      items = _seen_items(listing)
-      archive("room_listing", "receptacle ids in the room (look, verbatim)",
-              listing, items[len(items) // 2])
-    for thing in self._key_objects:
-      seen = [obs for _, obs in current if thing in _seen_items(obs)]
-      if seen and not any(_mentions(content, thing) for content in self._blocks.values()):
-        archive(self._new_index(f"found_{_kind(thing)}"),
-                f"where a {_kind(thing)} was seen (verbatim)", seen[0], thing)
-    found = sorted({_kind(o) for o in self._key_objects
-                    if any(o in _seen_items(obs) for _, _, obs in self._log)})
-    remaining = [_abstract(c) for c in self._queue]
-    if self._survey:
-      remaining.append(f"{len(self._survey)} more receptacles to search")
-    remaining += [_abstract(c) for c in self._plan[self._plan_at:]]
-    if len(remaining) > _PLAN_SHOWN:
-      remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
-    summary = (f"Done: used look (it is no longer available); {len(self._surveyed)} receptacles "
-               f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
-               f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
-               "Exact ids are archived: read the block you need before acting on it.")
-    index = self._new_index(f"notes_{self._segment}")
-    for brief in (False, True):  # Brief notes name only what the task needs.
-      notes = self._notes(current, brief)
-      turn = _call("The working context is over the threshold: I archive the listing, what I "
-                   "found and my notes, and keep a short plan.", COMPRESS, summary=summary,
-                   db_blocks=blocks + [{"index": index, "description": "receptacle contents "
-                                        "and actions done (exact ids)", "db_content": notes}])
-      size = len(self._tokenizer.encode(turn)) + 1  # + <|im_end|>
-      if size <= self._config.agent.max_turn_tokens:
-        self._blocks[index] = notes
-        self._expected = (COMPRESS, "[Indexed Summary]")
-        return turn
-    raise DemonstrationError(f"the CompressExperience turn needs {size} tokens, over "
-                             f"max_turn_tokens={self._config.agent.max_turn_tokens}")
-
-  def _notes(self, current: list[tuple[str, str]], brief: bool) -> str:
-    """What each receptacle searched since the last compression held, and the actions done."""
-    contents: dict[str, list[str]] = {}
-    done = []
-    for command, observation in current:
-      verb, target = command.split(" ")[0], (_ID.findall(command) or [""])[-1]
-      if verb in ("go", "open", "examine") and "you see" in observation:
-        contents[target] = _seen_items(observation)
-      elif verb not in ("go", "open", "close", "examine", LOOK):
-        done.append(f"- done: {command}")
-    needed = set(self._key_objects) | set(self._key_receptacles)
-    listed = {r: items for r, items in contents.items()
-              if items and (not brief or needed & {r, *items})}
-    rest = [r for r in contents if r not in listed]
-    label = "searched, nothing needed" if brief else "empty"
-    return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +
-                     ([f"- {label}: {', '.join(rest)}"] if rest else []) + done)
-
-  def _new_index(self, base: str) -> str:
-    index, n = base, 1
-    while index in self._blocks:
-      n += 1
-      index = f"{base}_{n}"
-    return index
+__all__ = [
+    "ALFWORLD_INSTRUCTIONS", "DemonstrationConfig", "DemonstrationError",
+    "demonstration_stats", "make_demonstration", "read_walkthrough", "smollm2_agent_config",
+]
 
 
 def read_walkthrough(game: str) -> list[str]:
@@ -406,8 +56,8 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   Raises:
     DemonstrationError: the solution failed in the engine or did not win.
   """
-  demonstrator = _Demonstrator(read_walkthrough(game_path), config, random.Random(seed),
-                               renderer.tokenizer)
+  demonstrator = Demonstrator(read_walkthrough(game_path), config, random.Random(seed),
+                              renderer.tokenizer)
   policy = ScriptedPolicy(renderer, [[demonstrator] * config.agent.max_steps])
   try:
     [trajectory] = run_episodes(policy, [EpisodeSpec(env or AlfWorldEnv(config.env),
@@ -420,6 +70,10 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   return trajectory
 
 
+def _ids(text: str) -> set[str]:
+  return set(THING_ID.findall(text))
+
+
 def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   """Memory use read off the stored messages: compressions, block kinds, reads that paid off.
 
@@ -427,24 +81,23 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   back and the working context did not show before it.
   """
   stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
-           "reads": 0, "reads_used": 0, "summary_truncated": False, "longest_turn": 0}
+           "reads": 0, "reads_used": 0, "longest_turn": 0}
   for segment in trajectory.segments:
     runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.loss_mask, 0])))[::2]
     stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
     working = list(segment.messages[2:])
     seen, supplied = "", []
-    stats["summary_truncated"] |= TRUNCATION_MARK.strip() in working[0].content
     for position, message in enumerate(working):
-      statuses = _STATUS.findall(message.content)
-      stats["crossed_threshold"] |= any(int(w) > int(t) for w, t in statuses)
+      status = parse_status(message.content)  # (working tokens, threshold)
+      stats["crossed_threshold"] |= bool(status) and status[0] > status[1]
       call = parse_turn(message.content).call if message.role == "assistant" else None
       if call and call.name == COMPRESS:
         for block in call.arguments.get("db_blocks", []):
           stats["explicit_blocks" if "db_content" in block else "anchor_blocks"] += 1
       elif call and call.name == READ and position + 1 < len(working):
         stats["reads"] += 1
-        response = _RESPONSE.findall(working[position + 1].content)
-        supplied.append(_ids(response[0] if response else "") - _ids(seen))
+        response = tool_response_body(working[position + 1].content)
+        supplied.append(_ids(response or "") - _ids(seen))
       elif call:
         used = _ids(str(call.arguments.get("command", "")))
         stats["reads_used"] += sum(bool(s & used) for s in supplied)
