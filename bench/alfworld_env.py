@@ -1,10 +1,16 @@
-r"""ALFWorld engine throughput: resets/s and steps/s, single process and pooled.
+r"""ALFWorld engine throughput: resets/s and steps/s, single process, pooled, and agent loop.
 
-  python -m bench.alfworld_env [--workers 2] [--episodes 6] [--steps 20] [--json PATH]
+  python -m bench.alfworld_env [--workers 2] [--episodes 6] [--steps 20] [--out PATH]
 
 Two scene sizes, both generated here on shipped floor plans: "small" (the floor plan with the
 fewest receptacles) and "alfred" (the most: ALFRED-sized kitchens). Steps are random admissible
-commands, so every step is a real engine transition.
+commands, so every step is a real engine transition. Three modes:
+- single: one engine in this process;
+- pool: `EnvPool` batches of `workers` episodes, stepped together;
+- loop: the agent loop (`run_episodes`) over `PooledEnv` views of a pool, `workers` episodes per
+  call, with a scripted policy that calls `execute` on a random admissible command: the rollout
+  cost without the model (tokenizing, parsing, context bookkeeping and the batched env calls of
+  `envs.batch`). Its steps/s count the episodes' resets in the wall time.
 """
 
 from __future__ import annotations
@@ -17,12 +23,18 @@ import random
 import tempfile
 import time
 
+from bench import report
+from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, run_episodes
 from memex_jax.envs.alfworld import catalog
+from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import layouts
 from memex_jax.envs.alfworld import pddl
 from memex_jax.envs.alfworld import pool as env_pool
 from memex_jax.envs.alfworld import sampling
+from memex_jax.envs.pooled import PooledEnv
+from memex_jax.models import pretrained
+from memex_jax.tokenizers import Tokenizer
 
 
 def scene_games(folder: str, size: str, count: int) -> list[str]:
@@ -99,13 +111,41 @@ def admissible(observation: str) -> list[str]:
   return listing.removesuffix(".").split(", ")
 
 
+def bench_loop(games: list[str], workers: int, episodes: int, steps: int) -> dict[str, float]:
+  """`run_episodes` over pooled envs, `workers` episodes per call, `steps` random actions each."""
+  renderer = ChatRenderer(Tokenizer.from_gguf(pretrained.smollm2_gguf_path()))
+  config = demonstrations.smollm2_agent_config(max_steps=steps, context_window=1 << 20,
+                                               threshold=1 << 19)
+  rng = random.Random(0)
+
+  def random_action(context: str) -> str:
+    arguments = {"command": rng.choice(admissible(context))}
+    return f"Act.\n<tool_call>\n{json.dumps({'name': config.env_tool, 'arguments': arguments})}" \
+           "\n</tool_call>"
+
+  schedule = env_pool.episode_schedule(games, episodes, seed=0)
+  factory = functools.partial(alfworld_env.AlfWorldEnv, alfworld_env.AlfWorldConfig())
+  with env_pool.EnvPool(factory, workers) as pool:
+    warmup = [env_pool.Episode(-1 - i, games[0]) for i in range(workers)]
+    pool.start(warmup)  # worker start-up (imports) is not part of the measurement
+    pool.release([e.episode_id for e in warmup])
+    n_steps, start = 0, time.perf_counter()
+    for first in range(0, episodes, workers):
+      chunk = schedule[first:first + workers]
+      policy = ScriptedPolicy(renderer, [[random_action] * steps] * len(chunk))
+      trajectories = run_episodes(policy, [EpisodeSpec(PooledEnv(pool, i), e.task)
+                                           for i, e in enumerate(chunk)], renderer, config)
+      n_steps += sum(t.metrics.steps for t in trajectories)
+    wall_s = time.perf_counter() - start
+  return {"steps_per_s": n_steps / wall_s, "step_ms": 1e3 * wall_s * workers / n_steps}
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
   parser.add_argument("--episodes", type=int, default=6)
   parser.add_argument("--steps", type=int, default=20)
-  parser.add_argument("--json", default=os.path.join(tempfile.gettempdir(),
-                                                     "alfworld_env_bench.json"))
+  parser.add_argument("--out", default="bench/results/alfworld_env.json", help="JSON path")
   args = parser.parse_args()
   rows = []
   with tempfile.TemporaryDirectory() as folder:
@@ -113,18 +153,12 @@ def main() -> None:
       games = scene_games(folder, size, count=3)
       rows.append({"scene": size, "mode": "single", "workers": 1,
                    **bench_single(games, args.episodes, args.steps)})
-      rows.append({"scene": size, "mode": "pool", "workers": args.workers,
-                   **bench_pool(games, args.workers, args.episodes, args.steps)})
-  header = f"{'scene':>7} {'mode':>7} {'workers':>7} {'resets/s':>9} {'steps/s':>9} " \
-           f"{'reset ms':>9} {'step ms':>8}"
-  print(header)
-  for r in rows:
-    print(f"{r['scene']:>7} {r['mode']:>7} {r['workers']:>7} {r['resets_per_s']:9.2f} "
-          f"{r['steps_per_s']:9.1f} {r['reset_ms']:9.0f} {r['step_ms']:8.1f}")
-  with open(args.json, "w") as f:
-    json.dump({"benchmark": "alfworld_env", "cpu_count": os.cpu_count(), "rows": rows}, f,
-              indent=1)
-  print(f"wrote {args.json}")
+      for mode, run in (("pool", bench_pool), ("loop", bench_loop)):
+        rows.append({"scene": size, "mode": mode, "workers": args.workers,
+                     **run(games, args.workers, args.episodes, args.steps)})
+  report.print_table("ALFWorld engine (per-episode ms: wall x workers / count)", rows)
+  report.write_json(args.out, {"command": "python -m bench.alfworld_env " + " ".join(
+      f"--{key} {value}" for key, value in vars(args).items()), "rows": rows})
 
 
 if __name__ == "__main__":

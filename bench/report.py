@@ -50,6 +50,8 @@ def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def _fmt(value: Any) -> str:
+  if value is None:  # a column this row does not measure
+    return "-"
   if isinstance(value, float):
     return f"{value:.4g}"
   return str(value)
