@@ -1,5 +1,5 @@
-"""Pieces the entry points share: the policy model, ALFWorld games and pool, agent settings,
-and per-iteration rollout statistics."""
+"""Pieces the entry points share: the policy model, its sharded train state and resume, ALFWorld
+games and pool, agent settings, and per-iteration rollout statistics."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import json
 import math
 import os
 import pathlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+import jax
 import numpy as np
 
 from memex_jax import checkpoint as checkpoint_lib
 from memex_jax import parallel
+from memex_jax import rl
 from memex_jax.agent import AgentConfig
 from memex_jax.agent.trajectory import EpisodeMetrics
 from memex_jax.envs.alfworld import demonstrations
@@ -43,6 +45,61 @@ def load_model(model: Any) -> tuple[ModelConfig, dict, Tokenizer]:
   cfg = cfg.replace(dtype=model.dtype, remat=bool(model.remat),
                     quant="int4_qat" if model.int4 else "none")
   return cfg, params, tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedTraining:
+  """A train state placed on the mesh, its jitted step, and the shardings both were built for.
+
+  Attributes:
+    state: the rl.TrainState, params and optimizer state sharded, the rest replicated.
+    step_fn: the sharded `(state, batch) -> (state, metrics)`; it donates the state it is given.
+    params_shardings: the params' NamedShardings.
+    batch_shardings: the NamedShardings of a [rows, seq_len] PackedBatch.
+  """
+
+  state: rl.TrainState
+  step_fn: Callable[..., Any]
+  params_shardings: Any
+  batch_shardings: Any
+
+
+def sharded_training(model_cfg: ModelConfig, params: Any, optimizer: Any,
+                     step: Callable[..., Any], mesh: Any, seed: int, batch: Any,
+                     init_checkpoint: str = "") -> ShardedTraining:
+  """The train state of `params` on `mesh` and `step` jitted for it.
+
+  Args:
+    model_cfg: the policy's config (decides the params' shardings).
+    params: the policy's host params.
+    optimizer: the optax transformation `step` applies.
+    step: the un-jitted `(state, batch) -> (state, metrics)`, e.g.
+      `functools.partial(rl.sft_step, model_cfg, optimizer)`.
+    mesh: the device mesh.
+    seed: seeds the state's rng.
+    batch: `config.batch` (rows, seq_len) of the batches `step` takes.
+    init_checkpoint: a params export to start from instead of `params` ('' = `params`).
+  """
+  p_shard = parallel.param_shardings(model_cfg, mesh)
+  params = jax.device_put(params, p_shard)
+  if init_checkpoint:
+    params = import_params(init_checkpoint, params)
+  state = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(seed))
+  s_shard = parallel.train_state_shardings(state, mesh, p_shard, optimizer)
+  b_shard = parallel.batch_shardings(rl.empty_batch(batch.rows, batch.seq_len), mesh)
+  return ShardedTraining(state=jax.device_put(state, s_shard),
+                         step_fn=parallel.shard_step(step, mesh, s_shard, b_shard),
+                         params_shardings=p_shard, batch_shardings=b_shard)
+
+
+def restore_latest(ckpt: checkpoint_lib.Checkpointer,
+                   target: Any) -> checkpoint_lib.Restored | None:
+  """The newest checkpoint that restores onto `target` (None: none), naming each one rejected."""
+  restored = ckpt.restore_latest(target)
+  if restored is not None:
+    for step, reason in restored.rejected:
+      print(f"checkpoint {step} rejected ({reason}); resumed from {restored.step}")
+  return restored
 
 
 def alfworld_games(env: Any, split: str | None = None, num: int | None = None) -> list[str]:

@@ -52,18 +52,13 @@ def main(argv) -> None:
                            temperature=c.rollout.temperature)
   optimizer = rl.make_optimizer(c.optim.learning_rate, c.optim.weight_decay, c.optim.clip_norm)
 
-  p_shard = parallel.param_shardings(model_cfg, mesh)
-  params = jax.device_put(params, p_shard)
-  if c.init_checkpoint:
-    params = common.import_params(c.init_checkpoint, params)
+  learner_step = functools.partial(rl.train_step, model_cfg, loss_cfg, optimizer)
+  training = common.sharded_training(model_cfg, params, optimizer, learner_step, mesh, c.seed,
+                                     c.batch, init_checkpoint=c.init_checkpoint)
+  state, step_fn = training.state, training.step_fn
+  p_shard, b_shard = training.params_shardings, training.batch_shardings
   # The frozen reference policy: a copy, since the train step donates the state's buffers.
-  ref_params = jax.tree.map(jnp.copy, params)
-  state = rl.TrainState.create(params, optimizer, jax.random.PRNGKey(c.seed))
-  s_shard = parallel.train_state_shardings(state, mesh, p_shard, optimizer)
-  state = jax.device_put(state, s_shard)
-  b_shard = parallel.batch_shardings(rl.empty_batch(c.batch.rows, c.batch.seq_len), mesh)
-  step_fn = parallel.shard_step(functools.partial(rl.train_step, model_cfg, loss_cfg, optimizer),
-                                mesh, s_shard, b_shard)
+  ref_params = jax.tree.map(jnp.copy, state.params)
   fill = functools.partial(rl.fill_logprobs, model_cfg, temperature=loss_cfg.temperature,
                            chunk_size=loss_cfg.logit_chunk)
   fill_old = parallel.sharded_jit(fill, mesh, (p_shard, b_shard), b_shard)
@@ -72,11 +67,9 @@ def main(argv) -> None:
 
   ckpt = checkpoint_lib.Checkpointer(f"{c.workdir}/checkpoints", max_to_keep=c.checkpoint.keep)
   first_iteration, sampler_seed = 0, c.seed + 1
-  restored = ckpt.restore_latest(state)
+  restored = common.restore_latest(ckpt, state)
   if restored is not None:
     state, first_iteration = restored.state, int(restored.host["iteration"])
-    for step, reason in restored.rejected:
-      print(f"checkpoint {step} rejected ({reason}); resumed from {restored.step}")
     print(f"resuming at iteration {first_iteration} from checkpoint {restored.step}")
 
   games = common.alfworld_games(c.env)

@@ -46,5 +46,6 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.target_loss = 0.15 if gpu else 0.0  # stop once the smoothed loss is below it (0: never)
   c.log_every = 10 if gpu else 1
   c.checkpoint = ml_collections.ConfigDict()
+  c.checkpoint.every = 50 if gpu else 1  # a killed run resumes from its last checkpoint
   c.checkpoint.keep = 2
   return c

@@ -1,5 +1,6 @@
 """Entry-point configs load in every variant; bad configs end a run with one clear line."""
 
+import os
 import subprocess
 import sys
 
@@ -31,6 +32,8 @@ def test_unknown_variant_is_refused():
 def _run(*flags):
   return subprocess.run([sys.executable, "-m", "experiments.memex_grpo", "--config",
                          "experiments/configs/memex_grpo.py", *flags],
+                        # 8 fake devices even under XLA_FLAGS="", where batch.rows=3 would be valid.
+                        env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
                         capture_output=True, text=True, timeout=300, check=False)
 
 

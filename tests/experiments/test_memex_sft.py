@@ -1,0 +1,93 @@
+"""The SFT entry point resumes where it stopped: same batches, past a corrupt checkpoint, and
+without training again once finished (SmolLM2, one ALFWorld demonstration, orbax)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import memex_sft
+from memex_jax import run_log
+
+
+def _write_segments(folder: pathlib.Path, lengths: list[int]) -> str:
+  """A demonstrations folder whose segment i has `lengths[i]` tokens, all of them i * 100 + k."""
+  with (folder / "segments-00000-of-00001.jsonl").open("w") as f:
+    for i, n in enumerate(lengths):
+      ids = [i * 100 + k for k in range(n)]
+      f.write(json.dumps({"token_ids": ids, "loss_mask": [1] * n}) + "\n")
+  return str(folder)
+
+
+def _pack(segments, progress, steps):
+  """The tokens of the next `steps` batches ([2, 16] each) and the progress after them."""
+  tokens = []
+  for _ in range(steps):
+    batch, pack, queue = memex_sft.next_batch(segments, progress.queue, rows=2, seq_len=16)
+    progress = progress.after(1.0, pack.num_truncated, queue)
+    tokens.append(batch.tokens)
+  return tokens, progress
+
+
+def test_progress_through_host_metadata_packs_the_same_batches(tmp_path):
+  # Three steps an epoch, with leftovers and a truncation (20 > 16).
+  lengths = [5, 9, 12, 20, 7, 3, 14, 6, 11]
+  segments = memex_sft.demonstration_segments(_write_segments(tmp_path, lengths), 0)
+  straight, end = _pack(segments, memex_sft.Progress(), 8)
+  first, middle = _pack(segments, memex_sft.Progress(), 4)
+  host = json.loads(json.dumps(middle.to_host(len(segments))))
+  rest, resumed_end = _pack(segments, memex_sft.Progress.from_host(host), 4)
+  assert middle.queue and host["num_segments"] == len(lengths)  # resumed inside an epoch
+  np.testing.assert_array_equal(np.stack(first + rest), np.stack(straight))
+  assert (resumed_end.step, resumed_end.truncated, resumed_end.queue) == (
+      end.step, end.truncated, end.queue)
+
+
+def _sft(workdir: pathlib.Path, num_steps: int) -> str:
+  run = subprocess.run(
+      [sys.executable, "-m", "experiments.memex_sft", "--config",
+       "experiments/configs/memex_sft.py", f"--config.workdir={workdir}",
+       f"--config.num_steps={num_steps}", "--config.env.num_games=2", "--config.env.workers=1",
+       "--config.demos.num=1", "--config.batch.seq_len=64", "--config.model.remat=False",
+       "--config.checkpoint.every=1", "--config.checkpoint.keep=3"],
+      # One CPU device, as the command runs outside the test suite's 8 fake ones.
+      env={**os.environ, "XLA_FLAGS": ""}, capture_output=True, text=True, timeout=600,
+      check=False)
+  assert run.returncode == 0, run.stderr[-2000:]
+  return run.stdout
+
+
+def _truncate_largest_file(folder: pathlib.Path) -> None:
+  victim = max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  with victim.open("r+b") as f:
+    f.truncate(victim.stat().st_size // 2)
+
+
+def _host(step_dir: pathlib.Path) -> dict:
+  return json.loads((step_dir / "host" / "metadata").read_text())
+
+
+@pytest.mark.slow
+def test_resumes_past_a_corrupt_checkpoint_and_not_once_finished(tmp_path):
+  workdir, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+  _sft(workdir, 2)
+  # The demonstration's 2 segments take one step each: checkpoint 1 stands inside an epoch.
+  _truncate_largest_file(checkpoints / "2" / "state")
+  resumed = _sft(workdir, 3)
+  assert "checkpoint 2 rejected" in resumed and "resuming from checkpoint 1" in resumed
+  # Step 2 again from checkpoint 1 packs what the first run packed: same queue and counts.
+  assert _host(checkpoints / "2") == _host(checkpoints / "rejected" / "2")
+  finished = _sft(workdir, 3)
+  assert "resuming from checkpoint 3" in finished and "rejected" not in finished
+  assert "already finished at step 3" in finished
+
+  records = run_log.read_log(workdir / "metrics.jsonl", kind="sft")
+  assert [r["step"] for r in records] == [1, 2, 2, 3]
+  assert [r["segments_truncated"] for r in records] == [1, 2, 2, 3]
+  assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) == [1, 2, 3]
+  assert _host(checkpoints / "3")["sft_step"] == 3
+  assert [p.name for p in (workdir / "params").iterdir() if p.name.isdigit()] == ["3"]
