@@ -16,6 +16,7 @@ import textworld
 from textworld.envs import PddlEnv
 
 from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld import grammar_cache
 from memex_jax.envs.alfworld import translation
 
 LOOK = "look"
@@ -81,6 +82,7 @@ class AlfWorldEnv:
   def __init__(self, config: AlfWorldConfig = AlfWorldConfig()):
     self.config = config
     translation.install()
+    grammar_cache.install()
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     engine = alfred_tw_env.AlfredInfos(alfred_tw_env.AlfredDemangler(PddlEnv(infos),
                                                                       shuffle=False))
