@@ -4,7 +4,7 @@ TextWorld renders each observation and every admissible command by deriving text
 game's grammar, and each derivation parses strings with tatsu: the command template of every
 applicable action on every step, the rule conditions it checks, the intro on every reset. These
 are the same few hundred strings again and again, and parsing them was ~60% of an ALFWorld step
-(and most of a reset) under cProfile. Both parses are pure functions of their text:
+(and part of a reset) under cProfile. Both parses are pure functions of their text:
 
 - `Rule.parse_conjunctive_query(expr)` gives a Rule that derivation only reads (it is matched
   against the state), so one Rule per text is shared;
@@ -13,8 +13,8 @@ are the same few hundred strings again and again, and parsing them was ~60% of a
 
 Measured with `python -m bench.alfworld_env` (one engine, random admissible commands, this
 2-core machine): a step took 57.9 -> 14.7 ms on small scenes and 325 -> 92 ms on ALFRED-sized
-ones; a reset of a new game 537 -> 331 ms and 3.8 -> 3.2 s (loading the game's PDDL, parsed by
-another grammar, is the rest). The observations are identical:
+ones; a reset of a new game 537 -> 331 ms and 3.8 -> 3.2 s (the rest is fast-downward
+translating the game's PDDL, which translation.py keeps for the last few games). The observations are identical:
 tests/envs/alfworld/test_alfworld_grammar_cache.py plays a game with and without the caches.
 """
 
