@@ -1,6 +1,7 @@
 r"""Experience-graph retrieval latency: JAX retrieval and PPR vs a scipy sparse reference.
 
-  python -m bench.retrieval [--sizes 2000,100000,1000000] [--batch 64] [--out PATH]
+  python -m bench.retrieval [--sizes 2000,100000,1000000] [--clustered 2000] [--batch 64]
+                            [--out PATH]
 
 For each graph size N, on the default JAX backend (CPU, or the GPU when one is there), it times
 the whole jitted retrieval (seeding, PPR, candidates, UCB blend, top-K):
@@ -20,7 +21,14 @@ nodes collect more links, as in a growing graph). The targets are uniform random
 nearest neighbours: an exact K_nn graph of 10^6 points in 384
 dimensions would take hours to build, and for latency only the degree and memory-access pattern
 matter (random targets are the cache-unfriendly worst case). Everything is built with vectorised
-numpy, never by per-node inserts.
+numpy, never by per-node inserts. Queries are random unit vectors.
+
+The random graph is also the PageRank's worst case: it mixes fast, so mass spreads over the whole
+graph and certifying the error takes the most steps. `--clustered` sizes add a row on a graph
+built the way the harness builds one, by `graph.insert` of clustered units (task families:
+CLUSTERS unit centres plus noise, so members have cosine ~0.5 and strangers ~0), with queries
+drawn the same way; there mass stays within a few families (12 instead of 17 steps at R = 10 on
+2k nodes). Inserting costs O(N) per node, so this row is for small N (2k takes ~10 s).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from memex_jax.harness import graph as graph_lib
 from memex_jax.harness import retrieval
 
 EMBED_DIM = 384
+CLUSTERS = 40
 K_NN = 5
 SINGLE_CONTROLS = (10, 50, 90)
 REFERENCE_TOLERANCE = 1e-9
@@ -62,6 +71,28 @@ def synthetic_graph(num_nodes: int, seed: int) -> graph_lib.GraphState:
       utility=rng.uniform(-1, 2, num_nodes).astype(np.float32),
       count=rng.integers(0, 20, num_nodes).astype(np.int32), num_retrievals=1000,
       normalize=False)
+
+
+def clustered_graph(num_nodes: int, batch: int,
+                    seed: int) -> tuple[graph_lib.GraphState, np.ndarray]:
+  """(a graph of N clustered units built by real insertions, B queries from the same families)."""
+  rng = np.random.default_rng(seed)
+  centres = rng.standard_normal((CLUSTERS, EMBED_DIM))
+  centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+
+  def members(count: int, noise: float) -> np.ndarray:  # noise norm ~ `noise`
+    return (centres[rng.integers(0, CLUSTERS, count)] + noise * rng.standard_normal(
+        (count, EMBED_DIM)) / np.sqrt(EMBED_DIM)).astype(np.float32)
+
+  config = graph_lib.GraphConfig(capacity=num_nodes, embed_dim=EMBED_DIM, k_nn=K_NN,
+                                 grace_insertions=0)
+  state = graph_lib.init_state(config)
+  for unit in members(num_nodes, noise=1.0):
+    state, _ = graph_lib.insert(state, unit, 0, config)
+  state = state.replace(graph=state.graph._replace(nodes=state.nodes.replace(
+      utility=rng.uniform(-1, 2, num_nodes + 1).astype(np.float32),
+      count=rng.integers(0, 20, num_nodes + 1).astype(np.int32))), num_retrievals=np.int32(1000))
+  return state, members(batch, noise=1.2)
 
 
 def _earlier_links(num_nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -129,13 +160,18 @@ def _top50_agreement(got: np.ndarray, want: np.ndarray, seeds: np.ndarray) -> fl
 
 
 def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, reps: int,
-               seed: int) -> dict[str, Any]:
+               seed: int, clustered: bool = False) -> dict[str, Any]:
   start = time.perf_counter()
-  host_state = graph_lib.to_host(synthetic_graph(num_nodes, seed))
-  row: dict[str, Any] = {"N": num_nodes, "edges": host_state.num_edges,
-                         "build_s": round(time.perf_counter() - start, 2)}
   rng = np.random.default_rng(seed + 1)
-  queries = rng.standard_normal((batch, EMBED_DIM)).astype(np.float32)
+  if clustered:
+    host_state, queries = clustered_graph(num_nodes, batch, seed)
+    host_state = graph_lib.to_host(host_state)
+  else:
+    host_state = graph_lib.to_host(synthetic_graph(num_nodes, seed))
+    queries = rng.standard_normal((batch, EMBED_DIM)).astype(np.float32)
+  row: dict[str, Any] = {"N": num_nodes, "graph": "clustered" if clustered else "random",
+                         "edges": host_state.num_edges,
+                         "build_s": round(time.perf_counter() - start, 2)}
   batch_controls = rng.integers(10, 91, batch).astype(np.int32)
   weight_control = rng.integers(0, 101, batch).astype(np.int32)
   state = jax.device_put(host_state)
@@ -201,6 +237,8 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--sizes", default="2000,100000,1000000",
                       help="comma-separated node counts")
+  parser.add_argument("--clustered", default="2000",
+                      help="comma-separated node counts of clustered graphs ('' for none)")
   parser.add_argument("--batch", type=int, default=64, help="tasks per batched retrieval")
   parser.add_argument("--tolerance", type=float, default=retrieval.RetrievalConfig.ppr_tolerance,
                       help="PageRank certified L1 error (0: always --iters steps)")
@@ -215,10 +253,13 @@ def main() -> None:
   reps = [int(rep) for rep in args.reps.split(",")]
   reps += [reps[-1]] * (len(sizes) - len(reps))
   config = retrieval.RetrievalConfig(num_iters=args.iters, ppr_tolerance=args.tolerance)
+  runs = [(size, rep, False) for size, rep in zip(sizes, reps)]
+  runs += [(int(size), reps[0], True) for size in args.clustered.split(",") if size]
   rows = []
-  for size, rep in zip(sizes, reps):
-    rows.append(bench_size(size, args.batch, config, rep, seed=0))
-    print(f"done N={size} ({rows[-1]['build_s']} s to build the graph)", flush=True)
+  for size, rep, clustered in runs:
+    rows.append(bench_size(size, args.batch, config, rep, seed=0, clustered=clustered))
+    print(f"done N={size} {rows[-1]['graph']} ({rows[-1]['build_s']} s to build the graph)",
+          flush=True)
   backend = jax.default_backend()
   report.print_table(f"retrieval ({backend}; medians in ms, batched per task)",
                      [{key: _cell(value) for key, value in row.items()} for row in rows])
@@ -226,7 +267,8 @@ def main() -> None:
       "command": "python -m bench.retrieval " + " ".join(
           f"--{key} {value}" for key, value in vars(args).items() if value is not None),
       "load_average": os.getloadavg(), "retrieval_config": dataclasses.asdict(config),
-      "graph": f"random unit embeddings E={EMBED_DIM}, K_nn={K_NN} random links both ways",
+      "graph": f"random: random unit embeddings E={EMBED_DIM}, K_nn={K_NN} random links both "
+               f"ways; clustered: graph.insert of {CLUSTERS} families of units",
       "rows": rows})
 
 

@@ -29,3 +29,16 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   assert steps[0] > steps[1] > steps[2] >= 1  # a smaller restart needs more steps
   for key in ("1 task R=10 ms", "batch ms/task", "scipy 1 task R=50 ms"):
     assert np.isfinite(row[key]["median_ms"]) and row[key]["median_ms"] > 0
+
+
+def test_clustered_row_is_built_by_insertions_and_keeps_its_accuracy():
+  state, queries = bench_retrieval.clustered_graph(300, batch=4, seed=0)
+  assert state.num_nodes == 300 and queries.shape == (4, bench_retrieval.EMBED_DIM)
+  # Families: a query's best match is far more similar than a typical node.
+  unit = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+  sims = unit @ np.asarray(state.nodes.embedding)[:300].T
+  assert (sims.max(axis=1) > 0.3).all() and abs(np.median(sims)) < 0.1
+  row = bench_retrieval.bench_size(300, batch=4, config=retrieval.RetrievalConfig(), reps=2,
+                                   seed=0, clustered=True)
+  assert row["graph"] == "clustered" and row["edges"] == state.num_edges
+  assert row["max L1 error"] <= retrieval.RetrievalConfig().ppr_tolerance
