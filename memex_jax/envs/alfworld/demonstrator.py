@@ -22,7 +22,7 @@ import re
 from typing import Any, Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
-from memex_jax.envs.alfworld.env import LOOK, AlfWorldConfig, memex_harder
+from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
 from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extract_span,
                               parse_status)
 
@@ -33,7 +33,6 @@ ALFWORLD_INSTRUCTIONS = (
     "inventory. Name every object and receptacle by its exact id, like \"drawer 1\". The "
     "episode ends when the task is done.")
 THING_ID = re.compile(r"\b[a-z]+ \d+\b")  # An object or receptacle id, like "drawer 1".
-_LISTING = "Looking quickly around you, you see"
 _PLAN_SHOWN = 6  # Plan steps a progress state spells out.
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
 
@@ -306,7 +305,7 @@ class Demonstrator:
 
     looked = [obs for c, obs in current if c == LOOK]
     if looked and "room_listing" not in self._blocks:
-      listing = looked[0][looked[0].index(_LISTING):]
+      listing = looked[0][looked[0].index(LISTING):]
       items = _seen_items(listing)
       archive("room_listing", "receptacle ids in the room (look, verbatim)",
               listing, items[len(items) // 2])

@@ -23,7 +23,8 @@ LOOK = "look"
 LOOK_UNAVAILABLE = "look is no longer available: it can be used once per episode."
 EPISODE_OVER = "The episode is over. Reset the environment to start a new one."
 _MID_ROOM = "You are in the middle of a room."
-_LISTING = re.compile(r"Looking quickly around you, you see (.*)$", re.DOTALL)
+LISTING = "Looking quickly around you, you see"  # how the engine lists a room's receptacles
+_LISTING = re.compile(re.escape(LISTING) + r" (.*)$", re.DOTALL)
 _TASK_PREFIX = "Your task is to: "
 
 
@@ -178,7 +179,7 @@ class AlfWorldEnv:
 
   def _revealed_room(self, observation: str) -> str:
     if observation.startswith(_MID_ROOM):
-      return f"{_MID_ROOM} Looking quickly around you, you see {self._room_items}."
+      return f"{_MID_ROOM} {LISTING} {self._room_items}."
     return f"{observation} Looking around the room, you see {self._room_items}."
 
   def _with_commands(self, observation: str) -> str:
