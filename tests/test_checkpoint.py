@@ -1,6 +1,7 @@
 """Checkpoints: bit-exact resume, fallback past a corrupt step, refused mismatches, keep-N."""
 
 import functools
+import gc
 import logging
 import os
 
@@ -85,6 +86,10 @@ def test_four_steps_equal_two_steps_save_restore_two_steps(tmp_path):
   _assert_bitwise_equal(resumed, straight)
 
 
+# Orbax abandons its other shard reads when one fails; their coroutines and callbacks report
+# unraisable errors ("coroutine ignored GeneratorExit", "Event loop is closed") whenever the
+# garbage collector gets to them, after the test's own assertions.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
   state = _initial_state()
   with checkpoint.Checkpointer(tmp_path) as saver:
@@ -110,6 +115,7 @@ def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
     again = resumed.restore_latest(state)
   assert again.step == 2 and again.host == {"next_position": 22} and not again.rejected
   assert int(again.state.step) == int(state.step) + 7
+  gc.collect()  # the abandoned reads are reported here, under this test's filter
 
 
 @pytest.mark.parametrize("target_cfg, dtype, reason", [
