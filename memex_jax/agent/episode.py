@@ -270,8 +270,9 @@ class Episode:
         self.answer = string_argument(call.arguments, "answer", FINISH)
         self._end(traj.FINISHED)
         return Message("tool", "Episode finished."), False
-      if call.name == self._config.env_tool:
-        string_argument(call.arguments, "command", call.name)  # raises: take_turn found no command
+      if call.name == self._config.env_tool:  # take_turn found no valid command in it
+        string_argument(call.arguments, "command", call.name)
+        raise RuntimeError(f"episode {self.episode_id}: a valid env command got no env reply")
     except ToolArgumentError as e:
       return Message("tool", f"Error: {e}"), False
     return Message("tool", f"Error: unknown tool {call.name!r}; available tools: "

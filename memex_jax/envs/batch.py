@@ -48,58 +48,61 @@ def _describe(error: Exception) -> str:
 
 
 def _run_grouped(envs: Sequence[Env], args: Sequence[Any], run_one: Callable[[Env, Any], Any],
-                 run_pooled: Callable[[list, list], list]) -> list[Any]:
-  """run_one(env, arg) for plain envs in turn; run_pooled per pool; exceptions as errors."""
+                 run_pooled: Callable[[list, list], list], convert: Callable[[Env, Any, Any], Any],
+                 failed: Callable[[str], Any]) -> list[Any]:
+  """convert(env, arg, outcome) of run_one for plain envs in turn and of run_pooled per pool.
+
+  Whatever running or converting raises becomes `failed("ExceptionType: message")` for the
+  episodes it concerns (a pool call that raises fails the pool's whole group).
+  """
   replies: list[Any] = [None] * len(envs)
-  by_pool: Mapping[int, list[int]] = collections.defaultdict(list)
+
+  def settle(i: int, outcome: Any) -> None:
+    try:
+      if isinstance(outcome, Exception):
+        raise outcome
+      replies[i] = convert(envs[i], args[i], outcome)
+    except Exception as e:  # pylint: disable=broad-except
+      replies[i] = failed(_describe(e))
+
+  by_pool: dict[int, list[int]] = collections.defaultdict(list)
   for i, env in enumerate(envs):
     if isinstance(env, pooled.PooledEnv):
       by_pool[id(env.pool)].append(i)
-    else:
-      try:
-        replies[i] = run_one(env, args[i])
-      except Exception as e:  # pylint: disable=broad-except
-        replies[i] = e
+      continue
+    try:
+      outcome = run_one(env, args[i])
+    except Exception as e:  # pylint: disable=broad-except
+      outcome = e
+    settle(i, outcome)
   for members in by_pool.values():
     try:
       outcomes = run_pooled([envs[i] for i in members], [args[i] for i in members])
     except Exception as e:  # pylint: disable=broad-except
       outcomes = [e] * len(members)
     for i, outcome in zip(members, outcomes):
-      replies[i] = outcome
+      settle(i, outcome)
   return replies
+
+
+def _reset_reply(env: Env, task: Any, outcome: Any) -> ResetReply:
+  del env, task
+  if isinstance(outcome, str):  # a pool's reason the episode did not start
+    return ResetReply(error=outcome)
+  task_text, observation = outcome
+  return ResetReply(str(task_text), str(observation))
 
 
 def reset_envs(envs: Sequence[Env], tasks: Sequence[Any]) -> list[ResetReply]:
   """`env.reset(task)` for every pair; replies in input order."""
-  replies = []
-  for outcome in _run_grouped(envs, tasks, lambda env, task: env.reset(task),
-                              pooled.reset_together):
-    try:
-      if isinstance(outcome, Exception):
-        raise outcome
-      if isinstance(outcome, str):  # the pool's reason
-        replies.append(ResetReply(error=outcome))
-        continue
-      task_text, observation = outcome
-      replies.append(ResetReply(str(task_text), str(observation)))
-    except Exception as e:  # pylint: disable=broad-except
-      replies.append(ResetReply(error=_describe(e)))
-  return replies
+  return _run_grouped(envs, tasks, lambda env, task: env.reset(task), pooled.reset_together,
+                      _reset_reply, lambda error: ResetReply(error=error))
 
 
 def step_envs(envs: Sequence[Env], commands: Sequence[str]) -> list[StepReply]:
   """`env.step(command)` for every pair; replies in input order."""
-  replies = []
-  for env, command, outcome in zip(envs, commands, _run_grouped(
-      envs, commands, lambda env, command: env.step(command), pooled.step_together)):
-    try:
-      if isinstance(outcome, Exception):
-        raise outcome
-      replies.append(_step_reply(env, command, outcome))
-    except Exception as e:  # pylint: disable=broad-except
-      replies.append(StepReply(error=_describe(e)))
-  return replies
+  return _run_grouped(envs, commands, lambda env, command: env.step(command),
+                      pooled.step_together, _step_reply, lambda error: StepReply(error=error))
 
 
 def _step_reply(env: Env, command: str, outcome: Any) -> StepReply:
