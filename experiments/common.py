@@ -181,10 +181,17 @@ def write_trajectories(path: str | os.PathLike[str], trajectories: Sequence[Any]
 
 
 def export_params(workdir: str, step: int, params: Any) -> str:
-  """Saves the policy's params alone under <workdir>/params (what RL and evaluation start from)."""
+  """Saves the policy's params alone under <workdir>/params (what RL and evaluation start from).
+
+  An export already there at this step or a later one is replaced: orbax would skip the save,
+  and `import_params`, which takes the newest, would then read params this run did not end with.
+  """
   directory = os.path.join(workdir, "params")
   with checkpoint_lib.Checkpointer(directory, max_to_keep=1, async_save=False) as ckpt:
-    ckpt.save(step, params, {"step": step})
+    for stale in [s for s in ckpt.steps() if s >= step]:
+      ckpt.delete(stale)
+    if not ckpt.save(step, params, {"step": step}):
+      raise RuntimeError(f"orbax skipped the params export of step {step} under {directory}")
   return directory
 
 

@@ -133,6 +133,10 @@ class Checkpointer:
     """The complete checkpoints' steps, oldest first."""
     return sorted(self._manager.all_steps())
 
+  def delete(self, step: int) -> None:
+    """Removes checkpoint `step` from disk."""
+    self._manager.delete(step)
+
   def restore(self, step: int, target: Any) -> tuple[Any, dict[str, Any]]:
     """(state, host) of `step`, placed like `target`.
 

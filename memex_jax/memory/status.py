@@ -7,7 +7,7 @@ import re
 
 from memex_jax.memory.accounting import ContextUsage
 
-_LINE = re.compile(r"\[Context Status: working=(\d+), total=\d+, threshold=(\d+)\]")
+_LINE = re.compile(r"\[Context Status: working=(\d+), total=(\d+), threshold=(\d+)\]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +45,14 @@ class ContextStatus:
     return line
 
 
-def parse_status(text: str) -> tuple[int, int] | None:
-  """(working, threshold) of the last `ContextStatus.render` line in `text`, or None.
+def parse_status(text: str) -> ContextStatus | None:
+  """The status of the last `ContextStatus.render` line in `text`, or None.
 
   Scripted policies see their context as text; the last line is the one the loop just appended.
+  The line does not carry `warn_fraction`: the parsed status has the default.
   """
   lines = _LINE.findall(text)
-  return (int(lines[-1][0]), int(lines[-1][1])) if lines else None
+  if not lines:
+    return None
+  working, total, threshold = (int(n) for n in lines[-1])
+  return ContextStatus(ContextUsage(fixed=total - working, working=working), threshold)

@@ -29,10 +29,10 @@ def test_warn_fraction_is_configurable():
 
 
 def test_parse_status_reads_back_the_last_rendered_line():
-  over = ContextStatus(ContextUsage(fixed=10, working=1001), threshold=1000).render()
-  below = ContextStatus(ContextUsage(fixed=900, working=100), threshold=1000).render()
-  assert parse_status(over) == (1001, 1000)
-  assert parse_status(f"<tool_response>\nYou see a door.\n</tool_response>\n{below}") == (
-      100, 1000)
-  assert parse_status(f"{over}\nobservation\n{below}") == (100, 1000)
+  over = ContextStatus(ContextUsage(fixed=10, working=1001), threshold=1000)
+  below = ContextStatus(ContextUsage(fixed=900, working=100), threshold=1000)
+  assert parse_status(over.render()) == over and parse_status(over.render()).over
+  assert parse_status(
+      f"<tool_response>\nYou see a door.\n</tool_response>\n{below.render()}") == below
+  assert parse_status(f"{over.render()}\nobservation\n{below.render()}") == below
   assert parse_status("[Context Status: working=100]") is None

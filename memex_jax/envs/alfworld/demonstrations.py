@@ -88,8 +88,8 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
     working = list(segment.messages[2:])
     seen, supplied = "", []
     for position, message in enumerate(working):
-      status = parse_status(message.content)  # (working tokens, threshold)
-      stats["crossed_threshold"] |= bool(status) and status[0] > status[1]
+      status = parse_status(message.content)
+      stats["crossed_threshold"] |= bool(status and status.over)
       call = parse_turn(message.content).call if message.role == "assistant" else None
       if call and call.name == COMPRESS:
         for block in call.arguments.get("db_blocks", []):

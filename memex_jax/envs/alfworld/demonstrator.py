@@ -155,8 +155,8 @@ class Demonstrator:
     if self._awaiting is not None:
       self._record(self._awaiting, latest)
       self._awaiting = None
-    status = parse_status(working)  # (working tokens, threshold)
-    if status and status[0] > status[1]:
+    status = parse_status(working)
+    if status and status.over:
       return self._compress(working)
     command = self._next_command()
     missing = [i for i in self._needed_ids(command) if not _mentions(working, i)]
