@@ -3,6 +3,7 @@
 import os
 import signal
 
+from memex_jax.envs import pooled
 from memex_jax.envs.alfworld.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask
@@ -25,3 +26,12 @@ def test_pooled_env_plays_restarts_and_survives_a_crash():
     other = PooledEnv(pool, episode_id=1)
     other.reset(VaultTask(seed=5, corridor_length=2))
     assert not other.step("go east")[1]  # the replacement worker serves new episodes
+
+
+def test_more_episodes_than_workers_start_the_first_and_fail_the_rest_alone():
+  with EnvPool(VaultEnv, num_workers=2, step_timeout_s=20) as pool:
+    envs = [PooledEnv(pool, episode_id=i) for i in range(3)]
+    replies = pooled.reset_together(envs, [VaultTask(seed=i, corridor_length=2) for i in range(3)])
+    assert [type(r) for r in replies] == [tuple, tuple, str]
+    assert "all 2 workers of its pool are running" in replies[2] and pool.running == [0, 1]
+    assert not envs[1].step("read note")[1]  # a started episode plays on
