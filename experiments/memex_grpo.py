@@ -78,9 +78,11 @@ def main(argv) -> None:
   renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   agent_cfg = common.agent_config(c.agent)
   sample_cfg, sample_params = common.sampler_view(model_cfg, state.params)
+  # Rollouts decode data-parallel on the training mesh; slots round up to split evenly over it.
+  ways = parallel.batch_parallelism(mesh)
   sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
-      num_slots=rollouts, cache_length=c.agent.context_window, temperature=c.rollout.temperature,
-      top_p=c.rollout.top_p, seed=sampler_seed))
+      num_slots=-(-rollouts // ways) * ways, cache_length=c.agent.context_window,
+      temperature=c.rollout.temperature, top_p=c.rollout.top_p, seed=sampler_seed), mesh=mesh)
   if restored is not None:
     sampler.rng = checkpoint_lib.key_from_json(restored.host["sampler_rng"])
   peak = flops.matmul_peak_flops(model_cfg.dtype, 1024)
@@ -106,10 +108,8 @@ def main(argv) -> None:
       segments = [s for t in trajectories for s in t.segments]
       adv = rl.estimate_advantages("grpo", segments,
                                      drop_uniform_groups=c.loss.drop_uniform_groups)
-      metrics.update(groups_kept=adv.groups_kept, groups_dropped=adv.groups_dropped)
-      if not adv.advantages:
-        metrics["skipped_no_signal"] = 1
-      else:
+      metrics.update(adv.as_dict())  # group/trajectory counters and skip_step (0 or 1)
+      if not adv.skip_step:
         batch, pack = rl.pack_segments(segments, adv.advantages, c.batch.rows, c.batch.seq_len)
         metrics.update(segments_packed=pack.num_packed, segments_truncated=pack.num_truncated,
                        segments_left_over=len(pack.leftovers))

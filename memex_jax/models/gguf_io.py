@@ -119,7 +119,7 @@ def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, GGUFT
     row_bytes = shape[0] // block * block_bytes
     rows = int(np.prod(shape[1:], dtype=np.int64))
     begin = header.data_start + info.offset
-    if begin + rows * row_bytes > len(buf):
+    if begin + rows * row_bytes > header.file_size:
       raise hf_io.CheckpointError(f"{path}: tensor {name!r} runs past the end of the file")
     data = buf[begin:begin + rows * row_bytes].reshape(rows, row_bytes)
     tensors[name] = GGUFTensor(name, shape, qtype, data)

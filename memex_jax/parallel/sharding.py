@@ -1,9 +1,10 @@
 """Shardings of params, optimizer state, train state and batches, and the sharded jits.
 
-The train step and the sampler are compiled with `jax.jit` and explicit in/out shardings (the
-pjit style): params and optimizer moments live split over 'fsdp' x 'tensor' for the whole run,
-the batch is split over 'data' x 'fsdp', and inside the step the model's activation constraints
-are resolved with ACTIVATION_RULES on the same mesh.
+The train step is compiled with `jax.jit` and explicit in/out shardings (the pjit style): params
+and optimizer moments live split over 'fsdp' x 'tensor' for the whole run, the batch is split
+over 'data' x 'fsdp', and inside the step the model's activation constraints are resolved with
+ACTIVATION_RULES on the same mesh. The sampler's sharded decode (memex_jax/sampling/sharded.py)
+uses the same pieces.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 from memex_jax.parallel import mesh as mesh_lib
 from memex_jax.parallel import rules as rules_lib
-from memex_jax.sampling import decode
 
 StepFn = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -140,35 +140,3 @@ def shard_step(step_fn: StepFn, mesh: Mesh, state_shardings: Any, batch_sharding
   return sharded_jit(step_fn, mesh, (state_shardings, batch_sharding),
                      (state_shardings, replicated(mesh)),
                      donate_argnums=(0,) if donate_state else (), rules=rules)
-
-
-def cache_sharding(mesh: Mesh) -> NamedSharding:
-  """KV cache [L B S K Dh]: split on the batch dimension."""
-  return NamedSharding(mesh, P(None, mesh_lib.BATCH_AXES))
-
-
-def shard_generate(cfg: ModelConfig, mesh: Mesh, params_shardings: Any, max_new_tokens: int,
-                   rules: rules_lib.LogicalRules = rules_lib.ACTIVATION_RULES
-                   ) -> Callable[..., decode.DecodeOutput]:
-  """`decode.generate` for one (cfg, max_new_tokens), jitted with params and cache sharded.
-
-  The returned function takes `decode.generate`'s arguments after `cfg` and before
-  `max_new_tokens`: (params, cache, table, prompt, start, prompt_length, max_tokens, rng,
-  temperature, top_p). Per-row inputs and outputs are split over ('data', 'fsdp'); the stop
-  table, rng and scalars are replicated; the cache is donated.
-  """
-  rows = NamedSharding(mesh, P(mesh_lib.BATCH_AXES))
-  rep = replicated(mesh)
-  cache = cache_sharding(mesh)
-
-  def generate(params, cache_, table, prompt, start, prompt_length, max_tokens, rng, temperature,
-               top_p):
-    return decode.generate.__wrapped__(cfg, params, cache_, table, prompt, start, prompt_length,
-                                       max_tokens, rng, temperature, top_p, max_new_tokens)
-
-  out = decode.DecodeOutput(cache={"k": cache, "v": cache}, tokens=rows, logprobs=rows,
-                            num_tokens=rows)
-  return sharded_jit(generate, mesh,
-                     (params_shardings, {"k": cache, "v": cache}, rep, rows, rows, rows, rows, rep,
-                      rep, rep),
-                     out, donate_argnums=(1,), rules=rules)

@@ -5,21 +5,29 @@ that arrived since the episode's last turn and decodes; the history is never re-
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
 the new context shares (the [system, task] head) and prefills the rest. Finished episodes free
 their slot for waiting ones, so batches never shrink.
+
+On a device mesh the slots are split over its batch axes and decoded data-parallel
+(sharded.py); the params are placed in the training layout, so the learner's params serve
+without a gather.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+import functools
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
+from memex_jax import parallel
 from memex_jax.agent.policy import Turn, TurnRequest
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 from memex_jax.sampling import decode
+from memex_jax.sampling import sharded
 from memex_jax.sampling import stops as stops_lib
 from memex_jax.tokenizers import Tokenizer
 
@@ -74,16 +82,55 @@ class Sampler:
   """Implements `memex_jax.agent.policy.Policy` with the JAX model."""
 
   def __init__(self, model_cfg: ModelConfig, params: dict, tokenizer: Tokenizer,
-               config: SamplerConfig = SamplerConfig()):
-    self.model_cfg, self.params, self.tokenizer, self.config = model_cfg, params, tokenizer, config
+               config: SamplerConfig = SamplerConfig(), mesh: Mesh | None = None):
+    """Builds the stop table and the KV cache.
+
+    Args:
+      model_cfg: the served model (e.g. the int4 serving view of a QAT model).
+      params: its params; assigning `sampler.params` later swaps them (placed on the mesh).
+      tokenizer: must match `model_cfg.vocab_size`.
+      config: decoding settings.
+      mesh: decode on this mesh (`config.num_slots` must split over its batch axes); None runs
+        on the default device.
+
+    Raises:
+      ValueError: (one line) the tokenizer does not fit the model, or the slots do not split.
+    """
+    self.model_cfg, self.tokenizer, self.config, self.mesh = model_cfg, tokenizer, config, mesh
     tokenizer.check_matches(model_cfg.vocab_size, "sampler model config")
     strings = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
     strings += [""] * (model_cfg.vocab_size - len(strings))
     eos = [] if tokenizer.eos_id is None else [tokenizer.eos_id]
     self.table = stops_lib.build_stop_table(strings, list(config.stop_strings), eos)
     self.cache = transformer.init_cache(model_cfg, config.num_slots, config.cache_length)
+    self._params_shardings = None
+    self._sharded_generate: dict[int, Callable[..., decode.DecodeOutput]] = {}
+    if mesh is not None:
+      parallel.check_batch_size(config.num_slots, mesh, name="sampler num_slots")
+      self._params_shardings = parallel.param_shardings(model_cfg, mesh)
+      self.cache = jax.device_put(self.cache, sharded.cache_sharding(mesh))
+    self.params = params
     self.slots = [_Slot() for _ in range(config.num_slots)]
     self.rng = jax.random.PRNGKey(config.seed)
+
+  @property
+  def params(self) -> dict:
+    return self._params
+
+  @params.setter
+  def params(self, params: dict) -> None:
+    if self._params_shardings is not None:
+      params = jax.device_put(params, self._params_shardings)
+    self._params = params
+
+  def _decode(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
+    """`decode.generate` after its config, for `new_tokens` (one sharded compile per bucket)."""
+    if self.mesh is None:
+      return functools.partial(decode.generate, self.model_cfg, max_new_tokens=new_tokens)
+    if new_tokens not in self._sharded_generate:
+      self._sharded_generate[new_tokens] = sharded.shard_generate(
+          self.model_cfg, self.mesh, self._params_shardings, new_tokens)
+    return self._sharded_generate[new_tokens]
 
   # -- slot bookkeeping (host side) --
 
@@ -144,9 +191,9 @@ class Sampler:
     for i, (row_start, ids, m) in rows.items():
       prompt[i, :len(ids)], start[i], length[i], max_tokens[i] = ids, row_start, len(ids), m
     self.rng, key = jax.random.split(self.rng)
-    out = decode.generate(self.model_cfg, self.params, self.cache, self.table, jnp.asarray(prompt),
-                          jnp.asarray(start), jnp.asarray(length), jnp.asarray(max_tokens), key,
-                          jnp.float32(cfg.temperature), jnp.float32(cfg.top_p), max_new_tokens=new_len)
+    out = self._decode(new_len)(self.params, self.cache, self.table, jnp.asarray(prompt),
+                                jnp.asarray(start), jnp.asarray(length), jnp.asarray(max_tokens),
+                                key, jnp.float32(cfg.temperature), jnp.float32(cfg.top_p))
     self.cache = out.cache
     tokens, logprobs, counts = jax.device_get((out.tokens, out.logprobs, out.num_tokens))
 

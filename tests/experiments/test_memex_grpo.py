@@ -23,5 +23,5 @@ def test_one_tiny_iteration_logs_checkpoints_and_exports(tmp_path):
   assert run.returncode == 0, run.stderr[-2000:]
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert len(rows) == 1 and rows[0]["step"] == 1
-  assert {"success", "reward", "groups_kept", "groups_dropped"} <= set(rows[0])
+  assert {"success", "reward", "groups_kept", "groups_dropped", "skip_step"} <= set(rows[0])
   assert (workdir / "checkpoints" / "1").is_dir() and (workdir / "params").is_dir()

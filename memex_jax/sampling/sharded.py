@@ -1,0 +1,46 @@
+"""Decoding over a device mesh: `decode.generate` with its rows and KV cache split over the batch.
+
+The sampler's KV-cache rows are independent episodes, so decoding is data-parallel: rows, the
+cache and the per-row outputs are split over ('data', 'fsdp'), the params keep the training
+layout (split over 'fsdp' x 'tensor', see memex_jax/parallel/sharding.py), and the stop table,
+rng and scalars are replicated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from memex_jax import parallel
+from memex_jax.models.config import ModelConfig
+from memex_jax.sampling import decode
+
+
+def cache_sharding(mesh: Mesh) -> NamedSharding:
+  """KV cache [L B S K Dh]: split on the batch dimension."""
+  return NamedSharding(mesh, P(None, parallel.BATCH_AXES))
+
+
+def shard_generate(cfg: ModelConfig, mesh: Mesh, params_shardings: Any, max_new_tokens: int,
+                   rules: parallel.LogicalRules = parallel.ACTIVATION_RULES
+                   ) -> Callable[..., decode.DecodeOutput]:
+  """`decode.generate` for one (cfg, max_new_tokens), jitted with params and cache sharded.
+
+  The returned function takes `decode.generate`'s arguments after `cfg` and before
+  `max_new_tokens`: (params, cache, table, prompt, start, prompt_length, max_tokens, rng,
+  temperature, top_p). The cache is donated.
+  """
+  rows = NamedSharding(mesh, P(parallel.BATCH_AXES))
+  rep = parallel.replicated(mesh)
+  cache = {"k": cache_sharding(mesh), "v": cache_sharding(mesh)}
+
+  def generate(params, cache_, table, prompt, start, prompt_length, max_tokens, rng, temperature,
+               top_p):
+    return decode.generate.__wrapped__(cfg, params, cache_, table, prompt, start, prompt_length,
+                                       max_tokens, rng, temperature, top_p, max_new_tokens)
+
+  out = decode.DecodeOutput(cache=cache, tokens=rows, logprobs=rows, num_tokens=rows)
+  return parallel.sharded_jit(
+      generate, mesh, (params_shardings, cache, rep, rows, rows, rows, rows, rep, rep, rep), out,
+      donate_argnums=(1,), rules=rules)
