@@ -7,8 +7,8 @@ the new context shares (the [system, task] head) and prefills the rest. Finished
 their slot for waiting ones, so batches never shrink.
 
 On a device mesh the slots are split over its batch axes and decoded data-parallel
-(sharded.py); the params are placed in the training layout, so the learner's params serve
-without a gather.
+(sharded.py); the params keep the training layout, so the learner's params are used where
+they lie, without a copy.
 """
 
 from __future__ import annotations
