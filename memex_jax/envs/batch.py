@@ -58,9 +58,10 @@ def _run_grouped(envs: Sequence[Env], args: Sequence[Any], run_one: Callable[[En
   replies: list[Any] = [None] * len(envs)
 
   def settle(i: int, outcome: Any) -> None:
+    if isinstance(outcome, Exception):
+      replies[i] = failed(_describe(outcome))
+      return
     try:
-      if isinstance(outcome, Exception):
-        raise outcome
       replies[i] = convert(envs[i], args[i], outcome)
     except Exception as e:  # pylint: disable=broad-except
       replies[i] = failed(_describe(e))

@@ -56,20 +56,13 @@ def reset_together(envs: Sequence[PooledEnv],
   pool = _one_pool(envs)
   # The agent loop may have stopped an episode (step budget, Finish) before the engine said done.
   pool.release([env.episode_id for env in envs if env.episode_id in pool.running])
-  # More episodes than free workers: the first ones start, the rest fail alone.
-  free = pool.num_workers - len(pool.running)
   results = {r.episode_id: r for r in pool.start(
-      [pool_lib.Episode(env.episode_id, task) for env, task in zip(envs[:free], tasks[:free])])}
+      [pool_lib.Episode(env.episode_id, task) for env, task in zip(envs, tasks)])}
   replies: list[tuple[str, str] | str] = []
   for env in envs:
-    result = results.get(env.episode_id)
-    if result is None:
-      replies.append(f"episode {env.episode_id} could not start: all {pool.num_workers} workers "
-                     f"of its pool are running episodes")
-    elif result.failed:
-      replies.append(f"episode {env.episode_id} could not start: {result.reason}")
-    else:
-      replies.append((result.task_text, result.observation))
+    result = results[env.episode_id]
+    replies.append(f"episode {env.episode_id} could not start: {result.reason}" if result.failed
+                   else (result.task_text, result.observation))
   return replies
 
 

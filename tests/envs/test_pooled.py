@@ -33,5 +33,5 @@ def test_more_episodes_than_workers_start_the_first_and_fail_the_rest_alone():
     envs = [PooledEnv(pool, episode_id=i) for i in range(3)]
     replies = pooled.reset_together(envs, [VaultTask(seed=i, corridor_length=2) for i in range(3)])
     assert [type(r) for r in replies] == [tuple, tuple, str]
-    assert "all 2 workers of its pool are running" in replies[2] and pool.running == [0, 1]
+    assert "all 2 workers of the pool are running" in replies[2] and pool.running == [0, 1]
     assert not envs[1].step("read note")[1]  # a started episode plays on

@@ -14,8 +14,9 @@ are the same few hundred strings again and again, and parsing them was ~60% of a
 Measured with `python -m bench.alfworld_env` (one engine, random admissible commands, this
 2-core machine): a step took 57.9 -> 14.7 ms on small scenes and 325 -> 92 ms on ALFRED-sized
 ones; a reset of a new game 537 -> 331 ms and 3.8 -> 3.2 s (the rest is fast-downward
-translating the game's PDDL, which translation.py keeps for the last few games). The observations are identical:
-tests/envs/alfworld/test_alfworld_grammar_cache.py plays a game with and without the caches.
+translating the game's PDDL, which translation.py keeps for the last few games). The
+observations are identical: tests/envs/alfworld/test_alfworld_grammar_cache.py plays a game with
+and without the caches.
 """
 
 from __future__ import annotations

@@ -142,27 +142,34 @@ class EnvPool:
     return sorted(self._slot_of)
 
   def start(self, episodes: Sequence[Episode]) -> list[StartResult]:
-    """Resets a free worker for each episode; results in episode-id order."""
+    """Resets a free worker for each episode; results in episode-id order.
+
+    With more episodes than free workers, the lowest ids start and the rest fail alone (their
+    results say that every worker is busy).
+
+    Raises:
+      ValueError: an episode id is already running or given twice.
+    """
     episodes = sorted(episodes, key=lambda e: e.episode_id)
-    free = sorted(set(range(self.num_workers)) - set(self._slot_of.values()))
-    if len(episodes) > len(free):
-      raise ValueError(f"{len(episodes)} episodes but only {len(free)} free workers")
     clashes = [e.episode_id for e in episodes if e.episode_id in self._slot_of]
     if clashes or len({e.episode_id for e in episodes}) < len(episodes):
       raise ValueError(f"episode ids must be new and distinct; running already: {clashes}")
-    for episode, slot in zip(episodes, free):
+    free = sorted(set(range(self.num_workers)) - set(self._slot_of.values()))
+    starting = episodes[:len(free)]
+    for episode, slot in zip(starting, free):
       if not self._workers[slot].answers(self.reset_timeout_s):  # died idle: no episode lost
         self._respawn(slot)
       self._slot_of[episode.episode_id] = slot
-    replies = self._exchange({e.episode_id: ("reset", e.task) for e in episodes},
+    replies = self._exchange({e.episode_id: ("reset", e.task) for e in starting},
                              self.reset_timeout_s)
     results = []
     for episode in episodes:
-      ok, payload = replies[episode.episode_id]
+      ok, payload = replies.get(episode.episode_id, (
+          False, f"all {self.num_workers} workers of the pool are running episodes"))
       if ok:
         results.append(StartResult(episode.episode_id, *payload))
       else:
-        del self._slot_of[episode.episode_id]
+        self._slot_of.pop(episode.episode_id, None)
         results.append(StartResult(episode.episode_id, failed=True, reason=payload))
     return results
 

@@ -108,5 +108,11 @@ def test_bad_requests_are_clear(pool, tmp_path):
   (result,) = pool.start([env_pool.Episode(50, str(tmp_path))])
   assert result.failed and "no ALFWorld game" in result.reason
   assert 50 not in pool.running
-  with pytest.raises(ValueError, match="free workers"):
-    pool.start([env_pool.Episode(i, str(tmp_path)) for i in range(60, 63)])
+  # More episodes than workers: the lowest ids start (and fail here: no game), the rest fail alone.
+  results = pool.start([env_pool.Episode(i, str(tmp_path)) for i in (62, 60, 61)])
+  assert [r.episode_id for r in results] == [60, 61, 62] and all(r.failed for r in results)
+  assert ["no ALFWorld game" in r.reason for r in results] == [True, True, False]
+  assert results[2].reason == "all 2 workers of the pool are running episodes"
+  assert pool.running == []
+  with pytest.raises(ValueError, match="new and distinct"):
+    pool.start([env_pool.Episode(70, str(tmp_path))] * 2)
