@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import math
 import os
 import pathlib
@@ -153,9 +154,9 @@ def sampler_view(model_cfg: ModelConfig, params: Any) -> tuple[ModelConfig, Any]
 
 
 def summarize(trajectories: Sequence[Any]) -> dict[str, float]:
-  """Mean and standard error of each rollout metric, plus the total penalty."""
-  out: dict[str, float] = {}
+  """Mean and standard error of each rollout metric, the total penalty and the episode count."""
   rows = [t.metrics.as_dict() for t in trajectories]
+  out: dict[str, float] = {"episodes": len(rows)}
   for key in ROLLOUT_KEYS:
     values = np.asarray([float(r[key]) for r in rows])
     out[key] = float(values.mean()) if len(values) else math.nan
@@ -208,11 +209,26 @@ def import_params(directory: str, target: Any) -> Any:
   return restored.state
 
 
-def make_mesh_or_exit(mesh: Any, rows: int) -> Any:
-  """The device mesh of `config.mesh`; an impossible mesh or batch ends the run with one line."""
+def start_run(mesh: Any, rows: int | None = None) -> Any:
+  """What every entry point does first; returns the device mesh of `config.mesh`.
+
+  Joins the other hosts when the multi-host variables are set, and keeps orbax's INFO lines (one
+  per checkpoint save or restore, through absl) out of the run's own progress output. An
+  impossible mesh, or `rows` (config.batch.rows) that do not split over it, ends the run with one
+  line.
+  """
+  logging.getLogger("absl").setLevel(logging.WARNING)
+  parallel.maybe_initialize()
   try:
     result = parallel.make_mesh(parallel.MeshConfig(mesh.data, mesh.fsdp, mesh.tensor))
-    parallel.check_batch_size(rows, result, name="config.batch.rows")
+    if rows is not None:
+      parallel.check_batch_size(rows, result, name="config.batch.rows")
   except ValueError as e:
     raise SystemExit(f"config error: {e}") from None
   return result
+
+
+def round_up_to_mesh(count: int, mesh: Any) -> int:
+  """`count` decoding slots rounded up to split evenly over the mesh's batch axes."""
+  ways = parallel.batch_parallelism(mesh)
+  return -(-count // ways) * ways

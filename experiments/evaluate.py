@@ -3,8 +3,10 @@ r"""Success, steps, peak working context and memory-tool use of a checkpoint, pe
   python -m experiments.evaluate --config experiments/configs/evaluate.py \
       --config.checkpoint=DIR [--config.num_games=N]
 
-Greedy decoding, games in a fixed order, the same checkpoint under each regime. Prints a table
-with standard errors and writes `evaluation.json` and `evaluation.png` under the workdir.
+Greedy decoding, games in a fixed order, the same checkpoint under each regime. Episodes decode
+data-parallel on `config.mesh` (default: every device), `config.batch_episodes` at a time, rounded
+up to split evenly over it. Prints a table with standard errors and writes `evaluation.json` and
+`evaluation.png` under the workdir.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/e
 
 
 def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
-  """Trajectories of `games` under one memory regime, `c.batch_episodes` at a time."""
+  """Trajectories of `games` under one memory regime, as many at a time as the sampler has slots."""
   agent_cfg = common.agent_config(c.agent, mode=regime)
   trajectories = []
-  for start in tqdm.trange(0, len(games), c.batch_episodes, desc=desc):
-    chunk = games[start:start + c.batch_episodes]
+  at_once = sampler.config.num_slots
+  for start in tqdm.trange(0, len(games), at_once, desc=desc):
+    chunk = games[start:start + at_once]
     specs = [EpisodeSpec(PooledEnv(pool, i), game, group_id=start + i) for i, game in enumerate(chunk)]
     trajectories += run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=start)
   return trajectories
@@ -42,16 +45,19 @@ def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
+  mesh = common.start_run(c.mesh)
   model_cfg, params, tokenizer = common.load_model(c.model)
   if c.checkpoint:
     params = common.import_params(c.checkpoint, params)
   model_cfg, params = common.sampler_view(model_cfg, params)
+  slots = common.round_up_to_mesh(c.batch_episodes, mesh)
   sampler = Sampler(model_cfg, params, tokenizer, SamplerConfig(
-      num_slots=c.batch_episodes, cache_length=c.agent.context_window, temperature=0.0,
-      seed=c.seed))
+      num_slots=slots, cache_length=c.agent.context_window, temperature=0.0, seed=c.seed),
+      mesh=mesh)
+  print(f"decoding {slots} episodes at a time on a {dict(mesh.shape)} mesh")
   renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   rows, results = [], {}
-  pool = common.make_pool(c.env, c.batch_episodes)
+  pool = common.make_pool(c.env, slots)
   try:
     for split in c.splits:
       num = generate_lib.OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games

@@ -13,7 +13,6 @@ episodes (the game order, the learner rng and the sampler rng are all in the che
 from __future__ import annotations
 
 import functools
-import logging
 import time
 
 from absl import app
@@ -41,9 +40,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/m
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
-  parallel.maybe_initialize()
-  mesh = common.make_mesh_or_exit(c.mesh, c.batch.rows)
-  logging.getLogger("absl").setLevel(logging.WARNING)
+  mesh = common.start_run(c.mesh, c.batch.rows)
   log = run_log.RunLog(c.workdir)
   model_cfg, params, tokenizer = common.load_model(c.model)
   loss_cfg = rl.LossConfig(clip_low=c.loss.clip_low, clip_high=c.loss.clip_high,
@@ -78,10 +75,9 @@ def main(argv) -> None:
   renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
   agent_cfg = common.agent_config(c.agent)
   sample_cfg, sample_params = common.sampler_view(model_cfg, state.params)
-  # Rollouts decode data-parallel on the training mesh; slots round up to split evenly over it.
-  ways = parallel.batch_parallelism(mesh)
+  # Rollouts decode data-parallel on the training mesh.
   sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
-      num_slots=-(-rollouts // ways) * ways, cache_length=c.agent.context_window,
+      num_slots=common.round_up_to_mesh(rollouts, mesh), cache_length=c.agent.context_window,
       temperature=c.rollout.temperature, top_p=c.rollout.top_p, seed=sampler_seed), mesh=mesh)
   if restored is not None:
     sampler.rng = checkpoint_lib.key_from_json(restored.host["sampler_rng"])

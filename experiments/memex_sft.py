@@ -157,8 +157,7 @@ def train(c: Any, training: common.ShardedTraining, state: rl.TrainState, progre
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
-  parallel.maybe_initialize()
-  mesh = common.make_mesh_or_exit(c.mesh, c.batch.rows)
+  mesh = common.start_run(c.mesh, c.batch.rows)
   segments = demonstration_segments(demonstrations_dir(c), c.seed)
   model_cfg, params, _ = common.load_model(c.model)
   optimizer = rl.make_optimizer(c.optim.learning_rate, c.optim.weight_decay, c.optim.clip_norm,

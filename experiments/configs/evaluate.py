@@ -25,6 +25,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.splits = ("valid_seen", "valid_unseen")
   c.num_games = -1  # -1 = the whole split (140 / 134); smaller for a quick look
   c.regimes = ("memex", "full_context", "summary_only")
-  c.batch_episodes = 16 if arg == "gpu" else 4  # episodes decoded at once
+  c.batch_episodes = 16 if arg == "gpu" else 4  # episodes decoded at once (rounded up to the mesh)
+  c.mesh = train.mesh  # decoding is data-parallel over data * fsdp; params lie as in training
   c.seed = 0
   return c

@@ -1,25 +1,18 @@
 """The MemexRL entry point runs one real iteration end to end (SmolLM2, ALFWorld, orbax)."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 
 @pytest.mark.slow
-def test_one_tiny_iteration_logs_checkpoints_and_exports(tmp_path):
+def test_one_tiny_iteration_logs_checkpoints_and_exports(tmp_path, entry_point):
   workdir = tmp_path / "run"
-  run = subprocess.run(
-      [sys.executable, "-m", "experiments.memex_grpo", "--config",
-       "experiments/configs/memex_grpo.py", f"--config.workdir={workdir}",
-       "--config.num_iterations=1", "--config.env.num_games=2", "--config.rollout.prompts_per_iteration=1",
-       "--config.agent.max_steps=1", "--config.agent.max_turn_tokens=8",
-       "--config.agent.context_window=512", "--config.batch.seq_len=512"],
-      # One CPU device, as the command runs outside the test suite's 8 fake ones.
-      env={**os.environ, "XLA_FLAGS": ""}, capture_output=True, text=True, timeout=600,
-      check=False)
+  run = entry_point(
+      "memex_grpo", f"--config.workdir={workdir}", "--config.num_iterations=1",
+      "--config.env.num_games=2", "--config.rollout.prompts_per_iteration=1",
+      "--config.agent.max_steps=1", "--config.agent.max_turn_tokens=8",
+      "--config.agent.context_window=512", "--config.batch.seq_len=512")
   assert run.returncode == 0, run.stderr[-2000:]
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert len(rows) == 1 and rows[0]["step"] == 1
