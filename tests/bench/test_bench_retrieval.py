@@ -1,6 +1,7 @@
 """The retrieval benchmark runs end to end and its accuracy columns check what they claim."""
 
 import numpy as np
+import pytest
 
 from bench import retrieval as bench_retrieval
 from memex_jax.harness import graph as graph_lib
@@ -22,13 +23,19 @@ def test_synthetic_graph_links_each_node_to_k_nn_earlier_nodes_both_ways():
 
 def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   config = retrieval.RetrievalConfig()
-  row = bench_retrieval.bench_size(400, batch=4, config=config, reps=2, seed=0)
+  row = bench_retrieval.bench_size(400, batch=4, config=config, reps=6, seed=0, rounds=3)
   assert row["max L1 error"] <= config.ppr_tolerance
   assert row["top-50 agreement"] >= 0.9
   steps = [int(s) for s in row["steps R=10/50/90/batch"].split("/")]
   assert steps[0] > steps[1] > steps[2] >= 1  # a smaller restart needs more steps
   for key in ("1 task R=10 ms", "batch ms/task", "scipy 1 task R=50 ms"):
     assert np.isfinite(row[key]["median_ms"]) and row[key]["median_ms"] > 0
+  # One-task rows: 3 rounds of 2 calls, the median of the round medians, the spread shown.
+  single = row["1 task R=10 ms"]
+  assert len(single["round_medians_ms"]) == 3 and single["repeats"] == 6
+  assert single["median_ms"] == np.median(single["round_medians_ms"])
+  low, high = (float(v) for v in row["R=10 rounds ms"].split("-"))
+  assert low == pytest.approx(min(single["round_medians_ms"]), rel=1e-2) and high >= low
 
 
 def test_clustered_row_is_built_by_insertions_and_keeps_its_accuracy():
