@@ -20,7 +20,7 @@ class RunLog:
     self.workdir = pathlib.Path(workdir)
     self.workdir.mkdir(parents=True, exist_ok=True)
     self.path = self.workdir / METRICS_FILE
-    if self.path.exists() and not self.path.read_bytes().endswith(b"\n") and self.path.stat().st_size:
+    if _ends_mid_line(self.path):
       with self.path.open("a") as f:
         f.write("\n")  # seal a line torn by a killed run so the next record starts clean
     self._tb = None
@@ -55,6 +55,15 @@ def read_log(path: str | pathlib.Path, kind: str | None = None) -> list[dict[str
     if kind is None or record.get("kind") == kind:
       records.append(record)
   return records
+
+
+def _ends_mid_line(path: pathlib.Path) -> bool:
+  """Whether a non-empty file's last byte is not a newline (read alone: the log can be long)."""
+  if not path.exists() or path.stat().st_size == 0:
+    return False
+  with path.open("rb") as f:
+    f.seek(-1, 2)
+    return f.read(1) != b"\n"
 
 
 def _plain(value: Any) -> Any:
