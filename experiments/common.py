@@ -212,8 +212,8 @@ def import_params(directory: str, target: Any) -> Any:
 def start_run(mesh: Any, rows: int | None = None) -> Any:
   """What every entry point does first; returns the device mesh of `config.mesh`.
 
-  Joins the other hosts when the multi-host variables are set, and keeps orbax's INFO lines (one
-  per checkpoint save or restore, through absl) out of the run's own progress output. An
+  Joins the other hosts when the multi-host variables are set, and keeps orbax's INFO lines
+  (through absl; 111 for a one-step SFT run) out of the run's own progress output. An
   impossible mesh, or `rows` (config.batch.rows) that do not split over it, ends the run with one
   line.
   """
@@ -226,9 +226,3 @@ def start_run(mesh: Any, rows: int | None = None) -> Any:
   except ValueError as e:
     raise SystemExit(f"config error: {e}") from None
   return result
-
-
-def round_up_to_mesh(count: int, mesh: Any) -> int:
-  """`count` decoding slots rounded up to split evenly over the mesh's batch axes."""
-  ways = parallel.batch_parallelism(mesh)
-  return -(-count // ways) * ways

@@ -21,6 +21,7 @@ from ml_collections import config_flags
 import tqdm
 
 from experiments import common
+from memex_jax import parallel
 from memex_jax import plots
 from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
 from memex_jax.envs.alfworld import generate as generate_lib
@@ -50,7 +51,7 @@ def main(argv) -> None:
   if c.checkpoint:
     params = common.import_params(c.checkpoint, params)
   model_cfg, params = common.sampler_view(model_cfg, params)
-  slots = common.round_up_to_mesh(c.batch_episodes, mesh)
+  slots = parallel.round_up_batch(c.batch_episodes, mesh)
   sampler = Sampler(model_cfg, params, tokenizer, SamplerConfig(
       num_slots=slots, cache_length=c.agent.context_window, temperature=0.0, seed=c.seed),
       mesh=mesh)

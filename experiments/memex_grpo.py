@@ -77,7 +77,7 @@ def main(argv) -> None:
   sample_cfg, sample_params = common.sampler_view(model_cfg, state.params)
   # Rollouts decode data-parallel on the training mesh.
   sampler = Sampler(sample_cfg, sample_params, tokenizer, SamplerConfig(
-      num_slots=common.round_up_to_mesh(rollouts, mesh), cache_length=c.agent.context_window,
+      num_slots=parallel.round_up_batch(rollouts, mesh), cache_length=c.agent.context_window,
       temperature=c.rollout.temperature, top_p=c.rollout.top_p, seed=sampler_seed), mesh=mesh)
   if restored is not None:
     sampler.rng = checkpoint_lib.key_from_json(restored.host["sampler_rng"])

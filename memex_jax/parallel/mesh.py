@@ -65,6 +65,12 @@ def batch_parallelism(mesh: Mesh) -> int:
   return math.prod(mesh.shape[a] for a in BATCH_AXES)
 
 
+def round_up_batch(batch_size: int, mesh: Mesh) -> int:
+  """The least multiple of data * fsdp that holds `batch_size` (e.g. decoding slots)."""
+  ways = batch_parallelism(mesh)
+  return -(-batch_size // ways) * ways
+
+
 def check_batch_size(batch_size: int, mesh: Mesh, name: str = "batch size") -> None:
   """Raises a one-line ValueError unless `batch_size` splits evenly over data * fsdp."""
   ways = batch_parallelism(mesh)

@@ -34,6 +34,7 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   single = row["1 task R=10 ms"]
   assert len(single["round_medians_ms"]) == 3 and single["repeats"] == 6
   assert single["median_ms"] == np.median(single["round_medians_ms"])
+  assert 0 < single["min_ms"] <= min(single["round_medians_ms"])
   low, high = (float(v) for v in row["R=10 rounds ms"].split("-"))
   assert low == pytest.approx(min(single["round_medians_ms"]), rel=1e-2) and high >= low
 

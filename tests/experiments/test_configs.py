@@ -1,5 +1,6 @@
 """Entry-point configs load in every variant; bad configs end a run with one clear line."""
 
+import functools
 
 import pytest
 
@@ -27,9 +28,7 @@ def test_unknown_variant_is_refused():
 
 
 def test_unknown_key_and_impossible_mesh_fail_with_one_line(tmp_path, entry_point):
-  # 8 devices: batch.rows=3 would be valid on one.
-  def _run(*flags):
-    return entry_point("memex_grpo", *flags, devices=8)
+  _run = functools.partial(entry_point, "memex_grpo", devices=8)  # rows=3 would split over 1
 
   unknown = _run(f"--config.workdir={tmp_path}", "--config.optim.learnig_rate=1")
   assert unknown.returncode != 0 and "learnig_rate" in unknown.stderr

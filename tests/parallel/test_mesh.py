@@ -49,3 +49,4 @@ def test_batch_must_divide_over_data_and_fsdp():
   mesh_lib.check_batch_size(8, mesh)
   with pytest.raises(ValueError, match=r"batch size 6 is not divisible by data\*fsdp = 2\*2 = 4"):
     mesh_lib.check_batch_size(6, mesh)
+  assert [mesh_lib.round_up_batch(n, mesh) for n in (1, 4, 5, 8)] == [4, 4, 8, 8]
