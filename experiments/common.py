@@ -213,11 +213,13 @@ def start_run(mesh: Any, rows: int | None = None) -> Any:
   """What every entry point does first; returns the device mesh of `config.mesh`.
 
   Joins the other hosts when the multi-host variables are set, and keeps orbax's INFO lines
-  (through absl; 111 for a one-step SFT run) out of the run's own progress output. An
+  (through absl; 111 for a one-step SFT run) and jax's backend probe ("Unable to initialize
+  backend 'tpu'", off TPU) out of the run's own progress output; warnings still show. An
   impossible mesh, or `rows` (config.batch.rows) that do not split over it, ends the run with one
   line.
   """
-  logging.getLogger("absl").setLevel(logging.WARNING)
+  for logger in ("absl", "jax"):
+    logging.getLogger(logger).setLevel(logging.WARNING)
   parallel.maybe_initialize()
   try:
     result = parallel.make_mesh(parallel.MeshConfig(mesh.data, mesh.fsdp, mesh.tensor))
