@@ -14,6 +14,8 @@ times the [N, B] seed matrix, run for as many steps as the JAX PageRank took (on
 Accuracy: the JAX PageRank of the first columns against a float64 scipy iteration run to a
 certified L1 error of 1e-9: the L1 error (the config's `ppr_tolerance` bounds it) and the share
 of the top-50 PageRank candidates both agree on.
+The table is printed; the JSON (`--out`) and a log-log plot of per-task latency against N beside
+it (same name, .png) are written.
 
 Graphs: node embeddings are random unit vectors (E = 384, the MiniLM width). Edges follow the
 insertion rule's shape: node i, in insertion order, links to K_nn = 5 distinct earlier nodes,
@@ -38,10 +40,12 @@ import argparse
 import dataclasses
 import functools
 import os
+import pathlib
 import time
 from typing import Any
 
 import jax
+import matplotlib
 import numpy as np
 import scipy.sparse
 
@@ -49,6 +53,9 @@ from bench import report
 from memex_jax.harness import diffusion
 from memex_jax.harness import graph as graph_lib
 from memex_jax.harness import retrieval
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 EMBED_DIM = 384
 CLUSTERS = 40
@@ -263,6 +270,36 @@ def _cell(value: Any) -> Any:
   return value
 
 
+PLOTTED = (("1 task R=10 ms", "JAX, 1 task, R=10"), ("1 task R=90 ms", "JAX, 1 task, R=90"),
+           ("batch ms/task", "JAX, batched, per task"),
+           ("scipy 1 task R=50 ms", "scipy, 1 task, R=50"),
+           ("scipy batch ms/task", "scipy, batched, per task"))
+
+
+def plot_latency(rows: list[dict[str, Any]], path: str | pathlib.Path,
+                 title: str) -> pathlib.Path:
+  """Log-log per-task latency against graph size: random graphs as lines, clustered as squares."""
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for (key, label), color in zip(PLOTTED, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+    for graph, style in (("random", "-o"), ("clustered", "--s")):
+      points = sorted((row["N"], _cell(row[key])) for row in rows if row["graph"] == graph)
+      if points:
+        ax.plot(*zip(*points), style, color=color, label=label if graph == "random" else None)
+  if any(row["graph"] == "clustered" for row in rows):
+    ax.plot([], [], "s", color="gray", label="squares: the clustered graph")
+  ax.axhline(1.0, color="gray", linestyle=":", label="1 ms: the 2k-node one-task CPU target")
+  ax.set(xscale="log", yscale="log", xlabel="graph nodes N", ylabel="ms per task", title=title)
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  print(f"wrote {path}")
+  return path
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--sizes", default="2000,100000,1000000",
@@ -294,15 +331,16 @@ def main() -> None:
     print(f"done N={size} {rows[-1]['graph']} ({rows[-1]['build_s']} s to build the graph)",
           flush=True)
   backend = jax.default_backend()
-  report.print_table(f"retrieval ({backend}; medians in ms, batched per task)",
-                     [{key: _cell(value) for key, value in row.items()} for row in rows])
-  report.write_json(args.out or f"bench/results/retrieval_{backend}.json", {
+  title = f"retrieval ({backend}; medians in ms, batched per task)"
+  report.print_table(title, [{key: _cell(value) for key, value in row.items()} for row in rows])
+  out = report.write_json(args.out or f"bench/results/retrieval_{backend}.json", {
       "command": "python -m bench.retrieval " + " ".join(
           f"--{key} {value}" for key, value in vars(args).items() if value is not None),
       "load_average": os.getloadavg(), "retrieval_config": dataclasses.asdict(config),
       "graph": f"random: random unit embeddings E={EMBED_DIM}, K_nn={K_NN} random links both "
                f"ways; clustered: graph.insert of {CLUSTERS} families of units",
       "rows": rows})
+  plot_latency(rows, out.with_suffix(".png"), title)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,13 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   assert low == pytest.approx(min(single["round_medians_ms"]), rel=1e-2) and high >= low
 
 
+def test_latency_plot_is_a_png(tmp_path):
+  rows = [bench_retrieval.bench_size(n, batch=2, config=retrieval.RetrievalConfig(), reps=1,
+                                     seed=0) for n in (200, 400)]
+  path = bench_retrieval.plot_latency(rows, tmp_path / "plots" / "retrieval.png", "cpu")
+  assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
 def test_clustered_row_is_built_by_insertions_and_keeps_its_accuracy():
   state, queries = bench_retrieval.clustered_graph(300, batch=4, seed=0)
   assert state.num_nodes == 300 and queries.shape == (4, bench_retrieval.EMBED_DIM)
