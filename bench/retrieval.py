@@ -226,8 +226,9 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   row["speedup batch"] = (row["scipy batch ms/task"]["median_ms"]
                           / row["batch ms/task"]["median_ms"])
 
-  converged = scipy_ppr(transposed.astype(np.float64), dangling, seeds[:, :check].astype(np.float64),
-                        rho[:check].astype(np.float64), 5000, REFERENCE_TOLERANCE)
+  converged = scipy_ppr(transposed.astype(np.float64), dangling,
+                        seeds[:, :check].astype(np.float64), rho[:check].astype(np.float64),
+                        5000, REFERENCE_TOLERANCE)
   row["max L1 error"] = float(np.abs(jax_mass - converged).sum(axis=0).max())
   row["top-50 agreement"] = _top50_agreement(jax_mass, converged, seeds[:, :check])
   return row

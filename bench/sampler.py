@@ -30,7 +30,8 @@ def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: 
         repeats: int) -> dict:
   cfg = MODELS[model]().replace(dtype=dtype, param_dtype=dtype)
   tokens = jnp.zeros((1, 8), jnp.int32)
-  params = nn.unbox(jax.jit(transformer.Transformer(cfg).init)(jax.random.PRNGKey(0), tokens, tokens)["params"])
+  params = nn.unbox(
+      jax.jit(transformer.Transformer(cfg).init)(jax.random.PRNGKey(0), tokens, tokens)["params"])
   if int4:
     params, cfg = quant.to_int4_serving(params), cfg.replace(quant="int4_serve")
   table = stops.build_stop_table([""] * cfg.vocab_size, [], eos_ids=[])
@@ -62,7 +63,8 @@ def main() -> None:
   rows = [run(args.model, args.batch, args.prompt, args.new_tokens, args.dtype, int4, args.repeats)
           for int4 in (False, True)]
   report.print_table(f"sampler decode ({jax.default_backend()})", rows)
-  report.write_json(args.out or f"bench/results/sampler_{jax.default_backend()}.json", {"rows": rows})
+  report.write_json(args.out or f"bench/results/sampler_{jax.default_backend()}.json",
+                    {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from memex_jax.models.config import ModelConfig
 from memex_jax.models.pretrained import smollm2_gguf_path
 from memex_jax.tokenizers import Tokenizer
 
-GAMES_CACHE = pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser() / "alfworld"
+GAMES_CACHE = (pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser()
+               / "alfworld")
 # Every numeric field of the agent's per-episode metrics (finish_reason is a label).
 ROLLOUT_KEYS = tuple(field.name for field in dataclasses.fields(EpisodeMetrics)
                      if field.name != "finish_reason")
@@ -160,7 +161,8 @@ def summarize(trajectories: Sequence[Any]) -> dict[str, float]:
   for key in ROLLOUT_KEYS:
     values = np.asarray([float(r[key]) for r in rows])
     out[key] = float(values.mean()) if len(values) else math.nan
-    out[f"{key}_se"] = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+    out[f"{key}_se"] = (float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1
+                        else 0.0)
   out["penalty"] = -(out["p_context"] + out["p_redundancy"] + out["p_format"])
   reasons = [r["finish_reason"] for r in rows]
   for reason in sorted(set(reasons)):

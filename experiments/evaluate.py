@@ -38,7 +38,8 @@ def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
   at_once = sampler.config.num_slots
   for start in tqdm.trange(0, len(games), at_once, desc=desc):
     chunk = games[start:start + at_once]
-    specs = [EpisodeSpec(PooledEnv(pool, i), game, group_id=start + i) for i, game in enumerate(chunk)]
+    specs = [EpisodeSpec(PooledEnv(pool, i), game, group_id=start + i)
+             for i, game in enumerate(chunk)]
     trajectories += run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=start)
   return trajectories
 
@@ -74,7 +75,8 @@ def main(argv) -> None:
   out.mkdir(parents=True, exist_ok=True)
   (out / "evaluation.json").write_text(json.dumps(
       {"checkpoint": c.checkpoint, "results": results}, indent=1))
-  print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} {'compress':>8s} {'read':>6s}")
+  print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} "
+        f"{'compress':>8s} {'read':>6s}")
   for name, s in results.items():
     print(f"{name:28s} {s['success']:7.3f} ± {s['success_se']:.3f} {s['steps']:7.1f} "
           f"{s['peak_working']:9.0f} {s['num_compress']:8.2f} {s['num_read']:6.2f}")

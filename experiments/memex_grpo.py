@@ -123,7 +123,8 @@ def main(argv) -> None:
       log.write(it + 1, metrics)
       tqdm.tqdm.write(f"iteration {it + 1}: success {metrics['success']:.2f} reward "
                       f"{metrics['reward']:.3f} compress {metrics['num_compress']:.2f} read "
-                      f"{metrics['num_read']:.2f} grad_norm {metrics.get('learner/grad_norm', 0):.3g}")
+                      f"{metrics['num_read']:.2f} grad_norm "
+                      f"{metrics.get('learner/grad_norm', 0):.3g}")
       if (it + 1) % c.checkpoint.every == 0 or it + 1 == c.num_iterations:
         ckpt.save(it + 1, state, {"iteration": it + 1,
                                   "sampler_rng": checkpoint_lib.key_to_json(sampler.rng)})

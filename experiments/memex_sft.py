@@ -72,9 +72,9 @@ class Progress:
 def demonstration_segments(folder: str, seed: int) -> dict[int, Segment]:
   """Every demonstration segment as a training Segment (no rollout logprobs, no reward), keyed
   by trajectory id, in the seeded shuffled order each epoch packs them in."""
-  segments = [Segment(token_ids=ids, loss_mask=mask, rollout_logprobs=np.zeros(len(ids), np.float32),
-                      trajectory_id=i, group_id=0, segment_index=0, messages=(), reward=0.0,
-                      metrics=None)
+  segments = [Segment(token_ids=ids, loss_mask=mask,
+                      rollout_logprobs=np.zeros(len(ids), np.float32), trajectory_id=i,
+                      group_id=0, segment_index=0, messages=(), reward=0.0, metrics=None)
               for i, (ids, mask) in enumerate(demonstration_dataset.iter_sft_examples(folder))]
   np.random.default_rng(seed).shuffle(segments)
   return {s.trajectory_id: s for s in segments}

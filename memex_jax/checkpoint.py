@@ -186,7 +186,7 @@ class Checkpointer:
     return restored
 
   def _set_aside(self, step: int) -> None:
-    """Moves step `step`'s directory to rejected/ (a fresh name if that step was set aside before)."""
+    """Moves step `step`'s directory to rejected/ (a fresh name if it was set aside before)."""
     aside = os.path.join(self.directory, "rejected")
     os.makedirs(aside, exist_ok=True)
     target, copy = os.path.join(aside, str(step)), 1

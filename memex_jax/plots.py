@@ -57,7 +57,8 @@ def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
   axes[1].set_title("peak working context (tokens)")
   width = 0.4
   x = range(len(rows))
-  axes[2].bar([i - width / 2 for i in x], [r["num_compress"] for r in rows], width, label="compress")
+  axes[2].bar([i - width / 2 for i in x], [r["num_compress"] for r in rows], width,
+              label="compress")
   axes[2].bar([i + width / 2 for i in x], [r["num_read"] for r in rows], width, label="read")
   axes[2].set_xticks(list(x), labels)
   axes[2].set_title("memory calls per episode")

@@ -46,7 +46,7 @@ _GGUF_PRE_SPLITS = {
 
 
 def _byte_to_char() -> dict[int, str]:
-  """GPT-2's reversible byte -> printable character map that byte-level vocabularies are spelled in."""
+  """GPT-2's reversible byte -> printable character map; byte-level vocabularies use it."""
   printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
                *range(ord("®"), ord("ÿ") + 1)]
   shifted = [b for b in range(256) if b not in printable]
@@ -91,7 +91,8 @@ def _byte_level_bpe_from_gguf(metadata: dict[str, Any], path: pathlib.Path) -> t
       tokenizers.AddedToken(t, special=True, normalized=False)
       for t, kind in zip(tokens, token_types) if kind == _GGUF_CONTROL and set(t) <= alphabet])
   tok.add_tokens([tokenizers.AddedToken(t, special=False, normalized=False)
-                  for t, kind in zip(tokens, token_types) if kind == _GGUF_USER_DEFINED and t in vocab])
+                  for t, kind in zip(tokens, token_types)
+                  if kind == _GGUF_USER_DEFINED and t in vocab])
   return tok
 
 
@@ -127,7 +128,7 @@ class Tokenizer(abc.ABC):
 
   @staticmethod
   def from_pretrained(folder: PathLike) -> Tokenizer:
-    """A HF tokenizer folder (`tokenizer.json`), or a folder holding a sentencepiece `tokenizer.model`."""
+    """A HF tokenizer folder (`tokenizer.json`) or a sentencepiece `tokenizer.model` folder."""
     folder = pathlib.Path(folder)
     if not folder.is_dir():
       raise FileNotFoundError(f"Tokenizer folder not found: {folder}")
@@ -140,7 +141,8 @@ class Tokenizer(abc.ABC):
     try:
       hf = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except Exception as e:  # tokenizers/json/transformers each raise their own kinds
-      raise ValueError(f"{folder}: tokenizer files could not be read ({type(e).__name__}: {e}).") from e
+      raise ValueError(f"{folder}: tokenizer files could not be read "
+                       f"({type(e).__name__}: {e}).") from e
     return HFTokenizer(hf, str(folder))
 
   @staticmethod
@@ -222,14 +224,16 @@ class Tokenizer(abc.ABC):
   def pad_id(self) -> int | None:
     """Padding id, None when the tokenizer has none."""
 
-  def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                          add_generation_prompt: bool = False, tokenize: bool = False) -> str | list[int]:
+  def apply_chat_template(self, messages: list[dict[str, Any]],
+                          tools: list[dict[str, Any]] | None = None,
+                          add_generation_prompt: bool = False,
+                          tokenize: bool = False) -> str | list[int]:
     """Renders `messages` (and `tools`) with the tokenizer's own jinja chat template."""
     raise ValueError(f"{self.name_or_path}: this tokenizer has no `chat_template`.")
 
   @abc.abstractmethod
   def save_pretrained(self, out_dir: PathLike) -> pathlib.Path:
-    """Writes files that `transformers.AutoTokenizer.from_pretrained(out_dir)` loads with equal ids."""
+    """Writes files `transformers.AutoTokenizer.from_pretrained(out_dir)` loads to equal ids."""
 
   # Shared by every backend.
   def count(self, text: str) -> int:
@@ -247,9 +251,9 @@ class Tokenizer(abc.ABC):
       raise ValueError(f"{source}: field `vocab_size` must be positive, got {vocab_size}.")
     if self.vocab_size > vocab_size:
       raise ValueError(
-          f"{source}: field `vocab_size` is {vocab_size}, but the tokenizer {self.name_or_path} has "
-          f"{self.vocab_size} tokens; ids >= {vocab_size} have no embedding row, so this tokenizer "
-          "does not belong to these weights.")
+          f"{source}: field `vocab_size` is {vocab_size}, but the tokenizer {self.name_or_path} "
+          f"has {self.vocab_size} tokens; ids >= {vocab_size} have no embedding row, so this "
+          "tokenizer does not belong to these weights.")
 
   def __repr__(self) -> str:
     return f"{type(self).__name__}({self.name_or_path!r}, vocab_size={self.vocab_size})"
@@ -299,12 +303,14 @@ class HFTokenizer(Tokenizer):
   def pad_id(self) -> int | None:
     return self.hf.pad_token_id
 
-  def apply_chat_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                          add_generation_prompt: bool = False, tokenize: bool = False) -> str | list[int]:
+  def apply_chat_template(self, messages: list[dict[str, Any]],
+                          tools: list[dict[str, Any]] | None = None,
+                          add_generation_prompt: bool = False,
+                          tokenize: bool = False) -> str | list[int]:
     if not self.hf.chat_template:
       return super().apply_chat_template(messages, tools, add_generation_prompt, tokenize)
-    text = self.hf.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                       tokenize=False)
+    text = self.hf.apply_chat_template(messages, tools=tools,
+                                       add_generation_prompt=add_generation_prompt, tokenize=False)
     # The template writes the special tokens itself, so none are added on top.
     return self.encode(text) if tokenize else text
 
@@ -320,7 +326,7 @@ def _id_or_none(token_id: int) -> int | None:
 
 
 class SentencePieceTokenizer(Tokenizer):
-  """Backend: a sentencepiece model. `add_special_tokens` prepends BOS (Llama/Mistral convention)."""
+  """Backend: a sentencepiece model; `add_special_tokens` prepends BOS (Llama/Mistral style)."""
 
   def __init__(self, processor: sentencepiece.SentencePieceProcessor, path: pathlib.Path):
     self.processor = processor
@@ -376,7 +382,7 @@ class SentencePieceTokenizer(Tokenizer):
     return _id_or_none(self.processor.pad_id())
 
   def save_pretrained(self, out_dir: PathLike) -> pathlib.Path:
-    """Copies the model file, with a config that makes transformers read control tokens as text too."""
+    """Copies the model file, with a config that has transformers read control tokens as text."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(self.path, out_dir / "tokenizer.model")
@@ -384,8 +390,8 @@ class SentencePieceTokenizer(Tokenizer):
     def piece(token_id: int | None) -> str | None:
       return None if token_id is None else self.processor.IdToPiece(token_id)
     config = {
-        # transformers' generic sentencepiece conversion; its `LlamaTokenizer` handles leading spaces
-        # differently from sentencepiece (" a" loses its "▁" piece).
+        # transformers' generic sentencepiece conversion; its `LlamaTokenizer` handles leading
+        # spaces differently from sentencepiece (" a" loses its "▁" piece).
         "tokenizer_class": "TokenizersBackend", "add_bos_token": self.bos_id is not None,
         "add_eos_token": False,
         "bos_token": piece(self.bos_id), "eos_token": piece(self.eos_id),

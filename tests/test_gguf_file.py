@@ -118,7 +118,8 @@ def test_unsupported_version_is_refused(tmp_path):
   raw = bytearray(write(tmp_path / "model.gguf").read_bytes())
   raw[4:8] = struct.pack("<I", 4)
   path.write_bytes(raw)
-  with pytest.raises(gguf_file.GGUFError, match=re.escape(f"{path}: GGUF version 4 is not supported")):
+  with pytest.raises(gguf_file.GGUFError,
+                     match=re.escape(f"{path}: GGUF version 4 is not supported")):
     gguf_file.read_header(path)
 
 
@@ -151,8 +152,8 @@ def patched(tmp_path: pathlib.Path, old: bytes, new: bytes, after: bytes = b"") 
 
 
 @pytest.mark.parametrize("old,new,after,pattern", [
-    ("héllo".encode(), b"h\xff\xffllo", b"", r"metadata field 'memex\.text': the string at byte \d+ "
-     "is not UTF-8"),
+    ("héllo".encode(), b"h\xff\xffllo", b"",
+     r"metadata field 'memex\.text': the string at byte \d+ is not UTF-8"),
     (struct.pack("<I", 4), struct.pack("<I", 99), b"memex.u32",
      r"metadata field 'memex\.u32': unknown GGUF value type 99"),
     (b"memex.i8", b"memex.u8", b"memex.u8", r"metadata field 'memex\.u8' appears twice"),
@@ -174,5 +175,6 @@ def test_bad_alignment_is_refused(tmp_path, alignment):
   writer.write_kv_data_to_file()
   writer.close()
   with pytest.raises(gguf_file.GGUFError,
-                     match=re.escape(f"{path}: metadata field 'general.alignment' must be a positive")):
+                     match=re.escape(f"{path}: metadata field 'general.alignment' "
+                                     "must be a positive")):
     gguf_file.read_header(path)

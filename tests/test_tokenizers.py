@@ -116,8 +116,8 @@ def test_gguf_ids_equal_transformers(smollm2_tokenizer, smol_reference, add_spec
   expected = [smol_reference(t, add_special_tokens=add_special_tokens)["input_ids"] for t in texts]
   assert [smol.encode(t, add_special_tokens) for t in texts] == expected
   assert smol.encode_batch(texts, add_special_tokens) == expected
-  assert [smol.count(t) for t in texts] == [len(smol_reference(t, add_special_tokens=False)["input_ids"])
-                                             for t in texts]
+  assert [smol.count(t) for t in texts] == [
+      len(smol_reference(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
 
 def test_gguf_special_tokens_and_sizes(smollm2_tokenizer, smol_reference):
@@ -142,7 +142,8 @@ def test_gguf_decode_round_trip(smollm2_tokenizer, smol_reference):
     ids = smol.encode(text)
     assert smol.decode(ids) == text
     for skip in (False, True):
-      assert smol.decode(ids, skip_special_tokens=skip) == smol_reference.decode(ids, skip_special_tokens=skip)
+      assert smol.decode(ids, skip_special_tokens=skip) == (
+          smol_reference.decode(ids, skip_special_tokens=skip))
   assert smol.decode(smol.encode(CHATML_TEXTS[0]), skip_special_tokens=True) == (
       "user\nWhat is 2+2?\nassistant\n")
 
@@ -186,7 +187,8 @@ def test_sentencepiece_equals_sentencepiece_library(mistral, mistral_model):
   reference = sentencepiece.SentencePieceProcessor(model_file=str(mistral_model))
   texts = TEXTS + ["<s>[INST] hi [/INST]</s>"]
   assert [mistral.encode(t) for t in texts] == [reference.encode(t) for t in texts]
-  assert mistral.encode_batch(texts, add_special_tokens=True) == [[1] + reference.encode(t) for t in texts]
+  assert mistral.encode_batch(texts, add_special_tokens=True) == [
+      [1] + reference.encode(t) for t in texts]
   assert mistral.count(texts[3]) == len(reference.encode(texts[3]))
   assert (mistral.vocab_size, mistral.bos_id, mistral.eos_id, mistral.pad_id) == (32000, 1, 2, None)
   for text in texts:
@@ -205,14 +207,17 @@ def test_sentencepiece_equals_sentencepiece_library(mistral, mistral_model):
     mistral.decode([-1])
 
 
-def test_sentencepiece_plain_text_agrees_with_transformers_conversion(tmp_path, mistral, mistral_model):
+def test_sentencepiece_plain_text_agrees_with_transformers_conversion(tmp_path, mistral,
+                                                                      mistral_model):
   (tmp_path / "tokenizer.model").write_bytes(mistral_model.read_bytes())
   converted = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
   assert [mistral.encode(t) for t in TEXTS] == [
       converted(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
   # Where they part: transformers parses "<s>" out of text by default, sentencepiece never does.
-  assert mistral.encode("<s>") != [mistral.bos_id] == converted("<s>", add_special_tokens=False)["input_ids"]
-  assert isinstance(Tokenizer.load(tmp_path), type(mistral))  # a tokenizer.model folder: sentencepiece
+  assert (mistral.encode("<s>") != [mistral.bos_id]
+          == converted("<s>", add_special_tokens=False)["input_ids"])
+  # a tokenizer.model folder: sentencepiece
+  assert isinstance(Tokenizer.load(tmp_path), type(mistral))
 
 
 def test_save_pretrained_gguf_round_trip(tmp_path, smollm2_tokenizer):
@@ -220,7 +225,8 @@ def test_save_pretrained_gguf_round_trip(tmp_path, smollm2_tokenizer):
   out = smol.save_pretrained(tmp_path / "smol")
   reloaded = transformers.AutoTokenizer.from_pretrained(str(out))
   texts = TEXTS + CHATML_TEXTS
-  assert [reloaded(t, add_special_tokens=False)["input_ids"] for t in texts] == [smol.encode(t) for t in texts]
+  assert [reloaded(t, add_special_tokens=False)["input_ids"] for t in texts] == [
+      smol.encode(t) for t in texts]
   again = Tokenizer.load(out)
   assert [again.encode(t) for t in texts] == [smol.encode(t) for t in texts]
   assert (again.bos_id, again.eos_id, again.pad_id, again.vocab_size) == (
@@ -239,14 +245,17 @@ def test_save_pretrained_sentencepiece_round_trip(tmp_path, mistral):
 
 
 @pytest.mark.parametrize("add_generation_prompt", [False, True])
-def test_chat_template_equals_transformers(smollm2_tokenizer, smol_reference, add_generation_prompt):
+def test_chat_template_equals_transformers(smollm2_tokenizer, smol_reference,
+                                           add_generation_prompt):
   smol = smollm2_tokenizer
   for messages in (CONVERSATION, CONVERSATION[1:]):
     text = smol.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
     assert text == smol_reference.apply_chat_template(
         messages, add_generation_prompt=add_generation_prompt, tokenize=False)
-    assert smol.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True) == (
-        smol_reference.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)["input_ids"])
+    assert (smol.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
+                                     tokenize=True)
+            == smol_reference.apply_chat_template(
+                messages, add_generation_prompt=add_generation_prompt)["input_ids"])
   assert text.startswith("<|im_start|>system\n")
 
 
@@ -271,7 +280,8 @@ def test_no_chat_template_is_a_clear_error(mistral):
 
 def test_missing_paths_name_the_path(tmp_path):
   missing = tmp_path / "nowhere"
-  for load in (Tokenizer.load, Tokenizer.from_pretrained, Tokenizer.from_gguf, Tokenizer.from_sentencepiece):
+  for load in (Tokenizer.load, Tokenizer.from_pretrained, Tokenizer.from_gguf,
+               Tokenizer.from_sentencepiece):
     with pytest.raises(FileNotFoundError, match=str(missing)):
       load(missing)
   with pytest.raises(FileNotFoundError, match="tokenizer.json"):
@@ -293,7 +303,8 @@ def test_corrupt_files_name_the_file(tmp_path, smol_path, mistral_model):
   bad_folder.mkdir()
   (bad_folder / "tokenizer.json").write_text("{not json")
   for path, match in [(truncated, "truncated or corrupt"), (not_gguf, "magic"),
-                      (bad_model, "not a valid sentencepiece model"), (bad_folder, "could not be read")]:
+                      (bad_model, "not a valid sentencepiece model"),
+                      (bad_folder, "could not be read")]:
     with pytest.raises(ValueError, match=match) as error:
       Tokenizer.load(path)
     assert str(path) in str(error.value)
@@ -304,7 +315,8 @@ def test_check_matches(smollm2_tokenizer, mistral):
   smol.check_matches(49152, "smollm2.gguf")
   smol.check_matches(49280, "padded.safetensors")  # embedding tables padded past the vocab are fine
   mistral.check_matches(32000, "mistral.safetensors")
-  with pytest.raises(ValueError, match=r"config\.json: field `vocab_size` is 32000.*49152") as error:
+  with pytest.raises(ValueError,
+                     match=r"config\.json: field `vocab_size` is 32000.*49152") as error:
     smol.check_matches(32000, "config.json")
   assert smol.name_or_path in str(error.value)
   with pytest.raises(ValueError, match="vocab_size"):

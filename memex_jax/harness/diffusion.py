@@ -129,7 +129,8 @@ def undirected_personalized_pagerank(
 
 def _check_seeds(seed_weights: jax.Array, num_nodes: int) -> None:
   if seed_weights.shape[0] != num_nodes:
-    raise ValueError(f"seed_weights has {seed_weights.shape[0]} rows, expected num_nodes={num_nodes}")
+    raise ValueError(
+        f"seed_weights has {seed_weights.shape[0]} rows, expected num_nodes={num_nodes}")
 
 
 def _power_iteration(spread, out_degree, seed_weights, restart, num_iters, tolerance,

@@ -31,7 +31,8 @@ _LAYER_NAMES = {
     "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
     "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
     "attn_output.weight": "self_attn.o_proj.weight",
-    "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight",
     "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
@@ -111,7 +112,8 @@ def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, GGUFT
     try:
       qtype = gguf.GGMLQuantizationType(info.ggml_type)
     except ValueError as e:
-      raise hf_io.CheckpointError(f"{path}: tensor {name!r} has unknown type {info.ggml_type}") from e
+      raise hf_io.CheckpointError(f"{path}: tensor {name!r} has unknown type "
+                                  f"{info.ggml_type}") from e
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
     if not shape or shape[0] % block:
       raise hf_io.CheckpointError(f"{path}: tensor {name!r} of shape {shape} does not split into "

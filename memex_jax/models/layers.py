@@ -26,7 +26,8 @@ class RMSNorm(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
-    scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, (self.axis_name,)),
+    scale = self.param("scale",
+                       nn.with_logical_partitioning(nn.initializers.ones, (self.axis_name,)),
                        (x.shape[-1],), self.param_dtype)
     x32 = x.astype(jnp.float32)
     normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
@@ -48,7 +49,8 @@ class Projection(nn.Module):
     shape = (x.shape[-1], self.features)
     x = x.astype(self.dtype)
     if self.quant == "int4_serve":
-      values = self.param("kernel_int4", nn.with_logical_partitioning(nn.initializers.zeros, self.axes),
+      values = self.param("kernel_int4",
+                          nn.with_logical_partitioning(nn.initializers.zeros, self.axes),
                           shape, jnp.int4)
       scale = self.param("kernel_scale",
                          nn.with_logical_partitioning(nn.initializers.ones, (None, self.axes[1])),
@@ -74,7 +76,8 @@ class Attention(nn.Module):
 
   cfg: ModelConfig
 
-  def _proj(self, features: int, axes: tuple[str, str], name: str, bias: bool = False) -> Projection:
+  def _proj(self, features: int, axes: tuple[str, str], name: str,
+            bias: bool = False) -> Projection:
     c = self.cfg
     return Projection(features, axes, c.quant, bias, jnp.dtype(c.dtype), jnp.dtype(c.param_dtype),
                       name=name)
@@ -103,7 +106,8 @@ class Attention(nn.Module):
       k = cache[0].at[rows, positions].set(k.astype(cache[0].dtype))  # B S K Dh
       v = cache[1].at[rows, positions].set(v.astype(cache[1].dtype))  # B S K Dh
       cache = (k, v)
-    out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask=mask)  # B T H Dh
+    out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
+                                       mask=mask)  # B T H Dh
     out = out.reshape(b, t, c.num_heads * c.head_dim)
     return self._proj(c.embed_dim, ("q_heads", "embed"), "o_proj")(out), cache
 

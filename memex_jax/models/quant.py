@@ -28,7 +28,8 @@ from aqt.jax.v2.flax import aqt_flax  # pylint: disable=g-import-not-at-top
 INT4_MAX = 7.0
 # AQT's symmetric int4 maps absmax to the bucket edge 7.5 and clips to [-7, 7].
 INT4_BUCKET_EDGE = 7.5
-QUANTIZED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+QUANTIZED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                         "down_proj")
 
 
 def int4_weight_config() -> aqt_config.DotGeneral:

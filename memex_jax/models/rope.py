@@ -10,12 +10,14 @@ import numpy as np
 from memex_jax.models.config import RopeScaling
 
 
-def _yarn(inv_freq: np.ndarray, head_dim: int, theta: float, s: RopeScaling) -> tuple[np.ndarray, float]:
+def _yarn(inv_freq: np.ndarray, head_dim: int, theta: float,
+          s: RopeScaling) -> tuple[np.ndarray, float]:
   """YaRN: interpolate low frequencies, keep high ones, blend linearly between the two bands."""
 
   def dim_of_rotations(rotations: float) -> float:
     # The head dimension whose wavelength fits `rotations` times in the pretraining context.
-    return head_dim * math.log(s.original_max_position / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    return (head_dim * math.log(s.original_max_position / (rotations * 2 * math.pi))
+            / (2 * math.log(theta)))
 
   low, high = dim_of_rotations(s.beta_fast), dim_of_rotations(s.beta_slow)
   if s.truncate:

@@ -14,6 +14,6 @@ __all__ = [
     "ACTIVATION_RULES", "BATCH_AXES", "LogicalRules", "MESH_AXES", "MeshConfig", "PARAM_RULES",
     "abstract_params", "batch_parallelism", "batch_shardings", "check_batch_size",
     "logical_to_mesh_spec", "logical_to_shardings", "make_mesh", "maybe_initialize",
-    "optimizer_state_shardings", "param_shardings", "put_batch", "replicated", "round_up_batch", "shard_step",
-    "sharded_jit", "train_state_shardings",
+    "optimizer_state_shardings", "param_shardings", "put_batch", "replicated", "round_up_batch",
+    "shard_step", "sharded_jit", "train_state_shardings",
 ]

@@ -32,11 +32,13 @@ class DecodeOutput:
   num_tokens: Array
 
 
-jax.tree_util.register_dataclass(DecodeOutput, data_fields=["cache", "tokens", "logprobs", "num_tokens"],
+jax.tree_util.register_dataclass(DecodeOutput,
+                                 data_fields=["cache", "tokens", "logprobs", "num_tokens"],
                                  meta_fields=[])
 
 
-def sample_token(logits: Array, rng: Array, temperature: Array, top_p: Array) -> tuple[Array, Array]:
+def sample_token(logits: Array, rng: Array, temperature: Array,
+                 top_p: Array) -> tuple[Array, Array]:
   """logits [B V] -> (ids [B], logprobs [B]); temperature <= 0 means greedy.
 
   The returned logprob is log_softmax(logits / T)[id] before the top-p cut (T = 1 when greedy),

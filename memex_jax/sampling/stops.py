@@ -71,7 +71,8 @@ def empty_window(table: StopTable, batch: int) -> jax.Array:
   return jnp.zeros((batch, table.window), jnp.uint8)
 
 
-def push_and_match(table: StopTable, window: jax.Array, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+def push_and_match(table: StopTable, window: jax.Array,
+                   tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Appends each row's token bytes to its window; True where a stop string just completed.
 
   Args:

@@ -19,7 +19,8 @@ def test_gpu_variant_is_the_paper_setting():
   c = memex_grpo.get_config("gpu")
   assert (c.rollout.prompts_per_iteration, c.rollout.group_size) == (32, 8)
   assert c.model.int4 and c.agent.context_window == 8192 and c.agent.threshold == 2048
-  assert (c.loss.clip_low, c.loss.clip_high, c.loss.tis_cap, c.loss.kl_coef) == (0.2, 0.28, 2.0, 0.001)
+  assert (c.loss.clip_low, c.loss.clip_high, c.loss.tis_cap,
+          c.loss.kl_coef) == (0.2, 0.28, 2.0, 0.001)
 
 
 def test_unknown_variant_is_refused():

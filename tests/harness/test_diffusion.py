@@ -141,8 +141,9 @@ def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
   np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
   assert float(got[padding].max()) == 0.0 and float(got[37, 0]) > 0.0
   for b in range(3):
-    np.testing.assert_allclose(np.asarray(got[:, b]),
-                               _exact(senders, receivers, num_nodes, seeds[:, b], rho[b]), atol=2e-6)
+    np.testing.assert_allclose(
+        np.asarray(got[:, b]), _exact(senders, receivers, num_nodes, seeds[:, b], rho[b]),
+        atol=2e-6)
   # One column runs as a vector and gives the same column and step count.
   column, steps = undirected_personalized_pagerank(links, seeds[:, :1], rho[:1], 300, 1e-4, True)
   vector, vector_steps = undirected_personalized_pagerank(links, seeds[:, 0], rho[0], 300, 1e-4,

@@ -124,7 +124,8 @@ def test_loads_bfloat16(tmp_path, random_torch_model):
   _, bf16 = gguf_io.load_gguf(path, "bfloat16")
   kernel = bf16["layers"]["attn"]["q_proj"]["kernel"]
   assert kernel.dtype == ml_dtypes.bfloat16
-  np.testing.assert_array_equal(kernel, f32["layers"]["attn"]["q_proj"]["kernel"].astype(kernel.dtype))
+  np.testing.assert_array_equal(kernel,
+                                f32["layers"]["attn"]["q_proj"]["kernel"].astype(kernel.dtype))
 
 
 @pytest.mark.parametrize("fields,expected", [
@@ -226,6 +227,7 @@ def test_tensor_past_the_end_of_the_file_is_refused(tmp_path, random_torch_model
   path = write_gguf(tmp_path / "model.gguf", random_torch_model(cfg), cfg)
   cut = tmp_path / "cut.gguf"
   cut.write_bytes(path.read_bytes()[:-64])  # past any alignment padding, into the last tensor
-  with pytest.raises(hf_io.CheckpointError, match=f"{cut}: tensor '.*' runs past the end of the file"):
+  with pytest.raises(hf_io.CheckpointError,
+                     match=f"{cut}: tensor '.*' runs past the end of the file"):
     gguf_io.load_gguf(cut)
 

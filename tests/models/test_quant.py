@@ -17,7 +17,8 @@ def _setup(family="qwen2"):
   cfg = config_lib.tiny(family)
   tokens = jax.random.randint(jax.random.PRNGKey(5), (2, 9), 0, cfg.vocab_size)
   positions = jnp.broadcast_to(jnp.arange(9), (2, 9))
-  params = nn.unbox(transformer.Transformer(cfg).init(jax.random.PRNGKey(0), tokens, positions)["params"])
+  params = nn.unbox(
+      transformer.Transformer(cfg).init(jax.random.PRNGKey(0), tokens, positions)["params"])
   return cfg, tokens, positions, params
 
 

@@ -84,9 +84,11 @@ def test_logical_axes_cover_every_parameter():
   model = transformer.Transformer(cfg)
   tokens = jnp.zeros((1, 4), jnp.int32)
   boxed = jax.eval_shape(model.init, jax.random.PRNGKey(0), tokens, tokens)["params"]
-  specs = jax.tree.leaves(nn.get_partition_spec(boxed), is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+  specs = jax.tree.leaves(nn.get_partition_spec(boxed),
+                          is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
   assert specs and all(len(s) > 0 for s in specs)
-  assert nn.get_partition_spec(boxed)["layers"]["mlp"]["up_proj"]["kernel"] == jax.sharding.PartitionSpec("layers", "embed", "mlp")
+  assert nn.get_partition_spec(boxed)["layers"]["mlp"]["up_proj"]["kernel"] == (
+      jax.sharding.PartitionSpec("layers", "embed", "mlp"))
 
 
 def test_config_rejects_unknown_family_and_bad_heads():

@@ -1,4 +1,4 @@
-"""The JAX sampler on real SmolLM2 weights: greedy parity, logprob parity, multi-turn slots, int4."""
+"""The JAX sampler on real SmolLM2 weights: greedy and logprob parity, multi-turn slots, int4."""
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +34,8 @@ def test_greedy_matches_transformers(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
   hf_config = transformers.AutoConfig.for_model(**hf_io.config_to_hf(cfg))
   model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-  state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hf_io.tensors_from_params(cfg, params).items()}
+  state = {k: torch.from_numpy(np.ascontiguousarray(v))
+           for k, v in hf_io.tensors_from_params(cfg, params).items()}
   model.load_state_dict(state, strict=False)
   model.tie_weights()
   ids = smollm2_tokenizer.encode(PROMPT)
@@ -52,10 +53,12 @@ def test_logprobs_equal_teacher_forced_across_turns(smollm2, smollm2_tokenizer):
   sampler = _sampler(smollm2, tok, temperature=0.8, top_p=0.95, seed=3)
   first = tok.encode(PROMPT)
   other = tok.encode("<|im_start|>user\nCount to five.<|im_end|>\n<|im_start|>assistant\n")
-  turns = sampler.generate([TurnRequest(0, tuple(first), True, 12), TurnRequest(1, tuple(other), True, 9)])
+  turns = sampler.generate([TurnRequest(0, tuple(first), True, 12),
+                            TurnRequest(1, tuple(other), True, 9)])
   assert 1 <= len(turns[0].ids) <= 12 and 1 <= len(turns[1].ids) <= 9
   # Second turn of episode 0 appends an observation without re-sending the history.
-  observation = tok.encode("<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n<|im_start|>assistant\n")
+  observation = tok.encode("<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n"
+                           "<|im_start|>assistant\n")
   second = sampler.generate([TurnRequest(0, tuple(observation), False, 10)])[0]
   full = first + list(turns[0].ids) + observation + list(second.ids)
   ref = _teacher_forced(cfg, params, full, temperature=0.8)
@@ -73,7 +76,8 @@ def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
   head = tok.encode("<|im_start|>system\nYou are terse.<|im_end|>\n")
   ctx = head + tok.encode("<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n")
   sampler.generate([TurnRequest(0, tuple(ctx), True, 4)])
-  reset_ctx = head + tok.encode("<|im_start|>user\nSummary: said hi.<|im_end|>\n<|im_start|>assistant\n")
+  reset_ctx = head + tok.encode("<|im_start|>user\nSummary: said hi.<|im_end|>\n"
+                                "<|im_start|>assistant\n")
   start, pending = sampler._plan(sampler.slots[sampler._slot_of(0)],
                                  TurnRequest(0, tuple(reset_ctx), True, 4))
   assert start >= len(head) and start + len(pending) == len(reset_ctx)
@@ -102,14 +106,16 @@ def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
 @pytest.mark.slow
 def test_agent_loop_drives_the_real_sampler(smollm2, smollm2_tokenizer):
   """Three turns of two episodes with SmolLM2: whatever it says is parsed and scored."""
-  from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, run_episodes  # pylint: disable=g-import-not-at-top
+  from memex_jax.agent import (AgentConfig, ChatRenderer,  # pylint: disable=g-import-not-at-top
+                               EpisodeSpec, run_episodes)
   from memex_jax.envs.toy import VaultEnv, VaultTask  # pylint: disable=g-import-not-at-top
   cfg, params = smollm2
   sampler = sampler_lib.Sampler(cfg, params, smollm2_tokenizer, sampler_lib.SamplerConfig(
       num_slots=2, cache_length=1536, temperature=1.0, prompt_bucket=256, new_tokens_bucket=32,
       seed=0))
   config = AgentConfig(max_steps=3, context_window=1536, threshold=1024, max_turn_tokens=32)
-  specs = [EpisodeSpec(VaultEnv(), VaultTask(seed=s, corridor_length=2), group_id=0) for s in (1, 2)]
+  specs = [EpisodeSpec(VaultEnv(), VaultTask(seed=s, corridor_length=2), group_id=0)
+           for s in (1, 2)]
   trajectories = run_episodes(sampler, specs, ChatRenderer(smollm2_tokenizer), config)
   assert len(trajectories) == 2
   for t in trajectories:

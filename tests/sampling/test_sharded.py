@@ -23,7 +23,8 @@ CFG = config.tiny("qwen2")
 def test_sharded_generate_equals_single_device():
   mesh = parallel.make_mesh(parallel.MeshConfig(data=2, fsdp=2, tensor=2))
   ids = jnp.zeros((1, 1), jnp.int32)
-  params = nn.meta.unbox(transformer.Transformer(CFG).init(jax.random.PRNGKey(0), ids, ids)["params"])
+  params = nn.meta.unbox(
+      transformer.Transformer(CFG).init(jax.random.PRNGKey(0), ids, ids)["params"])
   b, prompt_len, slots, new = 4, 5, 16, 6
   table = stops.build_stop_table([chr(33 + i % 90) for i in range(CFG.vocab_size)], ["}}"], [1])
   prompt = np.random.default_rng(2).integers(2, CFG.vocab_size, (b, prompt_len)).astype(np.int32)
@@ -56,7 +57,8 @@ def test_sampler_on_a_mesh_takes_the_same_turns_as_on_one_device(smollm2, smollm
   first = [TurnRequest(i, tuple(tok.encode(f"<|im_start|>user\n{p}<|im_end|>\n"
                                            "<|im_start|>assistant\n")), True, 6)
            for i, p in enumerate(prompts)]
-  follow = tuple(tok.encode("<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n<|im_start|>assistant\n"))
+  follow = tuple(tok.encode("<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n"
+                            "<|im_start|>assistant\n"))
   turns = {}
   for name, mesh_ in (("one device", None), ("mesh", mesh)):
     sampler = sampler_lib.Sampler(cfg, params, tok, config_, mesh=mesh_)

@@ -5,7 +5,8 @@ r"""Generates ALFWorld game splits on the shipped floor plans, in the official f
 writes DIR/train/<task>-<object>-None-<receptacle>-<scene>/trial_<seed>_<index>/{game.tw-pddl,
 traj_data.json}, plus DIR/train/manifest.json (one record per game) and histograms.json.
 A split already generated with the same version, seed and size is reused from disk (another
-generation in the same folder is an error); games already written by an interrupted run are kept. Game i depends only on (split, seed, i).
+generation in the same folder is an error); games already written by an interrupted run are kept.
+Game i depends only on (split, seed, i).
 """
 
 from __future__ import annotations

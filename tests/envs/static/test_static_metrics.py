@@ -48,7 +48,8 @@ def test_humaneval_accepts_a_whole_fenced_function(humaneval):
 
 def test_humaneval_pass_at_k_runs_each_sample(humaneval):
   record = humaneval[2]
-  samples = [record.answer, "    return 0.0\n", "    return number % 1.0\n", "    while True: pass\n"]
+  samples = [record.answer, "    return 0.0\n", "    return number % 1.0\n",
+             "    while True: pass\n"]
   limits = metrics.HUMANEVAL_LIMITS.__class__(wall_time_s=2.0, cpu_time_s=3)
   result = metrics.humaneval_pass_at_k(record, samples, ks=(1, 4), limits=limits)
   assert result == {1: pytest.approx(0.5), 4: 1.0}
