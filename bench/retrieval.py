@@ -6,9 +6,10 @@ r"""Experience-graph retrieval latency: JAX retrieval and PPR vs a scipy sparse 
 For each graph size N, on the default JAX backend (CPU, or the GPU when one is there), it times
 the whole jitted retrieval (seeding, PPR, candidates, UCB blend, top-K):
 - for one task at the restart controls R = 10, 50 and 90 (rho = R / 100 sets how many steps
-  the PageRank needs to certify its error: few at R = 90, most at R = 10), in `--rounds`
-  rounds on fresh buffers (the median of the round medians, and R = 10's spread);
-- for a batch of B tasks with R drawn from [10, 90], reported per task.
+  the PageRank needs to certify its error: few at R = 90, most at R = 10);
+- for a batch of B tasks with R drawn from [10, 90], reported per task;
+both in `--rounds` rounds on fresh buffers (the median of the round medians; the table shows
+the spread of R = 10's).
 In the same run, on the CPU, the reference: the same power iteration with a scipy CSR matrix
 times the [N, B] seed matrix, run for as many steps as the JAX PageRank took (one task: R = 50).
 Accuracy: the JAX PageRank of the first columns against a float64 scipy iteration run to a
@@ -185,11 +186,14 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   num_rows = num_nodes + 1
 
   compiled = jax.jit(functools.partial(retrieval.retrieve, config=config))
-  row.update(_single_task_timings(compiled, host_state, queries[:1], weight_control[:1], reps,
-                                  rounds))
+  calls = {f"1 task R={r} ms": ((queries[:1], np.array([r], np.int32), weight_control[:1]), reps)
+           for r in SINGLE_CONTROLS}
+  calls["batch ms/task"] = ((queries, batch_controls, weight_control), max(1, reps // 4))
+  timed = _timings_in_rounds(compiled, host_state, calls, rounds)
+  slowest = timed[f"1 task R={SINGLE_CONTROLS[0]} ms"]["round_medians_ms"]
+  timed[f"R={SINGLE_CONTROLS[0]} rounds ms"] = f"{min(slowest):.3g}-{max(slowest):.3g}"
+  row.update(sorted(timed.items(), key=lambda item: item[0].startswith("batch")))
   state = jax.device_put(host_state)
-  batch_args = (state, *jax.device_put((queries, batch_controls, weight_control)))
-  row["batch ms/task"] = report.timing(lambda: compiled(*batch_args), max(1, reps // 4))
 
   # The PageRank alone on the retrieval's seeds: its steps, and the columns checked for accuracy.
   seeds = _seed_matrix(host_state, queries, config.num_seeds)
@@ -234,33 +238,32 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   return row
 
 
-def _single_task_timings(compiled, host_state: graph_lib.GraphState, query: np.ndarray,
-                         weight: np.ndarray, reps: int, rounds: int) -> dict[str, Any]:
-  """One-task latency at each restart control: `reps` calls split over `rounds` rounds.
+def _timings_in_rounds(compiled, host_state: graph_lib.GraphState,
+                       calls: dict[str, tuple[tuple[np.ndarray, ...], int]],
+                       rounds: int) -> dict[str, dict[str, Any]]:
+  """Latency of each named call (its inputs, its number of timed calls), split over rounds.
 
   Each round places the graph and inputs afresh (already on the device when timed, as in a
-  serving loop) and times R = 10, 50, 90 in turn. On a small shared CPU the same call's median
-  moves between processes, between rounds minutes apart and between fresh placements in one
-  process, while a numpy matvec beside it holds still; so the rows report the median of the
-  round medians, keep each round's, and show the spread of the slowest control.
+  serving loop) and times the calls in turn, each with its share of calls. On a small shared CPU
+  the same call's median moves between processes, between rounds minutes apart and between
+  fresh placements in one process, while a numpy matvec beside it holds still; so each timing
+  is the median of the round medians, with every round's kept. There are at most as many rounds
+  as the most calls of any entry, and every entry is timed at least once a round.
   """
-  rounds = max(1, min(rounds, reps))
-  per_round = max(1, reps // rounds)
-  timings: dict[int, list[dict[str, float]]] = {r: [] for r in SINGLE_CONTROLS}
+  rounds = max(1, min(rounds, max(repeats for _, repeats in calls.values())))
+  timings: dict[str, list[dict[str, float]]] = {name: [] for name in calls}
   for _ in range(rounds):
     state = jax.device_put(host_state)
-    for r_control in SINGLE_CONTROLS:
-      args = jax.device_put((query, np.array([r_control], np.int32), weight))
-      timings[r_control].append(report.timing(lambda a=args: compiled(state, *a), per_round))
+    for name, (inputs, repeats) in calls.items():
+      args = jax.device_put(inputs)
+      timings[name].append(report.timing(lambda a=args: compiled(state, *a),
+                                         max(1, repeats // rounds)))
     del state  # the next round's copy replaces it (a 10^6-node graph is ~1.5 GB)
-  out: dict[str, Any] = {}
-  for r_control, timed in timings.items():
+  out = {}
+  for name, timed in timings.items():
     medians = [t["median_ms"] for t in timed]
-    out[f"1 task R={r_control} ms"] = {
-        "median_ms": float(np.median(medians)), "min_ms": min(t["min_ms"] for t in timed),
-        "round_medians_ms": medians, "repeats": rounds * per_round}
-  slowest = out[f"1 task R={SINGLE_CONTROLS[0]} ms"]["round_medians_ms"]
-  out[f"R={SINGLE_CONTROLS[0]} rounds ms"] = f"{min(slowest):.3g}-{max(slowest):.3g}"
+    out[name] = {"median_ms": float(np.median(medians)), "min_ms": min(t["min_ms"] for t in timed),
+                 "round_medians_ms": medians, "repeats": sum(t["repeats"] for t in timed)}
   return out
 
 
@@ -315,7 +318,7 @@ def main() -> None:
   parser.add_argument("--reps", default="300,8,2",
                       help="timed calls per size for one task (batched: a quarter)")
   parser.add_argument("--rounds", type=int, default=5,
-                      help="one-task timings split into this many rounds, each on fresh buffers")
+                      help="timings split into this many rounds, each on fresh buffers")
   parser.add_argument("--out", default=None,
                       help="JSON path (default bench/results/retrieval_<backend>.json)")
   args = parser.parse_args()

@@ -37,6 +37,11 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   assert 0 < single["min_ms"] <= min(single["round_medians_ms"])
   low, high = (float(v) for v in row["R=10 rounds ms"].split("-"))
   assert low == pytest.approx(min(single["round_medians_ms"]), rel=1e-2) and high >= low
+  # The batch (a quarter of the calls, at least one a round) is timed in the same rounds.
+  batched = row["batch ms/task"]
+  assert len(batched["round_medians_ms"]) == 3 and batched["repeats"] == 3
+  assert batched["per_task_ms"] == pytest.approx(batched["median_ms"] / 4)
+  assert list(row).index("R=10 rounds ms") < list(row).index("batch ms/task")
 
 
 def test_latency_plot_is_a_png(tmp_path):
