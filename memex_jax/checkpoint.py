@@ -5,17 +5,22 @@ step, rng) saved with orbax's sharded array format, and 'host', a JSON dict of w
 host, such as the next episode index and the sampler's rng key, so that a resumed run replays
 the same episodes. Saves are asynchronous and atomic (a step appears only once complete), so a
 run killed at any moment resumes from the last complete step. A step that cannot be restored
-(corrupt file, shape or dtype mismatch) is reported and moved to `<directory>/rejected/`, so the
-resumed run can save that step number again; nothing is ever deleted here except by
-`max_to_keep`.
+(corrupt file, shape or dtype mismatch) is reported in one warning and moved to
+`<directory>/rejected/`, so the resumed run can save that step number again; nothing is ever
+deleted here except by `max_to_keep`. The tracebacks that orbax's abandoned reads of a corrupt
+step would print are counted instead (`is_abandoned_read`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
+import inspect
 import json
 import logging
 import os
+import sys
+import time
 from typing import Any, Mapping
 
 import jax
@@ -89,6 +94,61 @@ def _mismatch(saved: Any, target: Any) -> str | None:
       return (f"{path}: saved {np.dtype(got.dtype).name}{list(got.shape)}, expected "
               f"{np.dtype(want.dtype).name}{list(want.shape)}")
   return None
+
+
+def is_abandoned_read(unraisable: Any) -> bool:
+  """Whether an unraisable-exception report comes from a failed restore's other shard reads.
+
+  When one shard read of a restore fails, orbax closes its event loop with the step's other
+  reads still pending. As they finish, tensorstore's threads report "Event loop is closed", and
+  each read's coroutine, once collected, reports the exception orbax raises when it is closed.
+  """
+  exc, source = unraisable.exc_value, unraisable.object
+  if isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc):
+    return True
+  return inspect.iscoroutine(source) and "orbax" in source.cr_code.co_filename
+
+
+class _AbandonedReads:
+  """While open, counts the reports of abandoned reads (`is_abandoned_read`) instead of printing.
+
+  A failed restore would otherwise follow its one warning with dozens of tracebacks on stderr, at
+  whatever moment the garbage collector reaches the reads. After `failed()` (called once the
+  restore's exception is handled, so its traceback no longer keeps the reads alive) closing
+  collects them, until `quiet_rounds` rounds of 20 ms in a row add no report (at most
+  `most_rounds`). Every other report goes to the hook that was in place.
+  """
+
+  def __init__(self, quiet_rounds: int = 3, most_rounds: int = 50):
+    self.count = 0
+    self._rounds = (quiet_rounds, most_rounds)
+    self._failed = False
+    self._previous = sys.unraisablehook
+
+  def failed(self) -> None:
+    self._failed = True
+
+  def _hook(self, unraisable: Any) -> None:
+    if is_abandoned_read(unraisable):
+      self.count += 1
+    else:
+      self._previous(unraisable)
+
+  def __enter__(self) -> "_AbandonedReads":
+    self._previous = sys.unraisablehook
+    sys.unraisablehook = self._hook
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    try:
+      quiet, rounds = 0, 0
+      while self._failed and quiet < self._rounds[0] and rounds < self._rounds[1]:
+        before = self.count
+        gc.collect()
+        time.sleep(0.02)
+        quiet, rounds = (quiet + 1 if self.count == before else 0), rounds + 1
+    finally:
+      sys.unraisablehook = self._previous
 
 
 class Checkpointer:
@@ -169,12 +229,17 @@ class Checkpointer:
     rejected = []
     restored = None
     for step in reversed(self.steps()):
-      try:
-        state, host = self.restore(step, target)
-      except Exception as e:  # pylint: disable=broad-except
-        reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+      reason = None
+      with _AbandonedReads() as abandoned:
+        try:
+          state, host = self.restore(step, target)
+        except Exception as e:  # pylint: disable=broad-except
+          reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+          abandoned.failed()
+      if reason is not None:
         _LOG.warning("checkpoint step %d in %s cannot be restored (%s); trying the previous one",
                      step, self.directory, reason)
+        _LOG.debug("step %d: %d reports of orbax's abandoned reads dropped", step, abandoned.count)
         rejected.append((step, reason))
         continue
       restored = Restored(step=step, state=state, host=host, rejected=tuple(rejected))

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import time
+import types
 
 import flax.linen as nn
 import jax
@@ -90,29 +91,17 @@ def test_four_steps_equal_two_steps_save_restore_two_steps(tmp_path):
 
 
 @contextlib.contextmanager
-def _abandoned_reads_collected(settle_rounds: int = 3, most_rounds: int = 50):
-  """Collects, within the test, what orbax's abandoned shard reads report; yields their names.
-
-  When one shard read of a restore fails, orbax closes its event loop with the other reads still
-  pending. Tensorstore's threads then report "Event loop is closed" (RuntimeError) as those reads
-  finish, and each pending read's coroutine reports the Exception it raises on GeneratorExit when
-  the garbage collector reaches it. Pytest's own hook keeps the reported exceptions, whose
-  tracebacks keep the coroutines alive, until after the test, so they used to surface as warnings
-  in a later test. Here they go to a hook that keeps only the type names, and the coroutines are
-  collected, until `settle_rounds` rounds in a row report nothing new.
-  """
+def _unraisable_reports(rounds: int = 25):
+  """Yields the type names of the unraisable exceptions reported, until `rounds` GC rounds after."""
   reported = []
   previous = sys.unraisablehook
   sys.unraisablehook = lambda unraisable: reported.append(type(unraisable.exc_value).__name__)
   try:
     yield reported
   finally:
-    quiet, rounds = 0, 0
-    while quiet < settle_rounds and rounds < most_rounds:
-      count = len(reported)
+    for _ in range(rounds):
       gc.collect()
       time.sleep(0.02)
-      quiet, rounds = (quiet + 1 if len(reported) == count else 0), rounds + 1
     sys.unraisablehook = previous
 
 
@@ -126,14 +115,15 @@ def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
     f.truncate(os.path.getsize(victim) // 2)
 
   with caplog.at_level(logging.WARNING, logger="memex_jax.checkpoint"), \
-      _abandoned_reads_collected() as reported, checkpoint.Checkpointer(tmp_path) as restorer:
+      _unraisable_reports() as reported, checkpoint.Checkpointer(tmp_path) as restorer:
     restored = restorer.restore_latest(state)
     # The corrupt step is reported and set aside, not deleted, so step 2 can be saved again.
     assert restorer.steps() == [1]
     assert os.path.getsize(tmp_path / "rejected" / "2" / "state" / os.path.relpath(
         victim, tmp_path / "2" / "state")) > 0
     assert restorer.save(2, state.replace(step=state.step + 7), {"next_position": 22})
-  assert set(reported) <= {"Exception", "RuntimeError"}, reported
+  # orbax's abandoned shard reads (dozens of tracebacks in 1 of 3 runs) are counted, not printed.
+  assert reported == []
   assert restored.step == 1 and restored.host == {"next_position": 1}
   assert [step for step, _ in restored.rejected] == [2]
   assert "checkpoint step 2" in caplog.text and "cannot be restored" in caplog.text
@@ -142,6 +132,18 @@ def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
     again = resumed.restore_latest(state)
   assert again.step == 2 and again.host == {"next_position": 22} and not again.rejected
   assert int(again.state.step) == int(state.step) + 7
+
+
+def test_abandoned_read_reports_are_told_apart():
+  async def read():
+    pass
+
+  ours = read()
+  ours.close()
+  report = functools.partial(types.SimpleNamespace, object=None)
+  assert checkpoint.is_abandoned_read(report(exc_value=RuntimeError("Event loop is closed")))
+  assert not checkpoint.is_abandoned_read(report(exc_value=RuntimeError("disk on fire")))
+  assert not checkpoint.is_abandoned_read(report(exc_value=ValueError("x"), object=ours))
 
 
 @pytest.mark.parametrize("target_cfg, dtype, reason", [
