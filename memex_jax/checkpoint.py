@@ -115,13 +115,14 @@ class _AbandonedReads:
   A failed restore would otherwise follow its one warning with dozens of tracebacks on stderr, at
   whatever moment the garbage collector reaches the reads. After `failed()` (called once the
   restore's exception is handled, so its traceback no longer keeps the reads alive) closing
-  collects them, until `quiet_rounds` rounds of 20 ms in a row add no report (at most
-  `most_rounds`). Every other report goes to the hook that was in place.
+  collects them, until `quiet_rounds` collections in a row add no report or `most_seconds` have
+  passed (a full collection takes ~1 s in a large process). Every other report goes to the hook
+  that was in place.
   """
 
-  def __init__(self, quiet_rounds: int = 3, most_rounds: int = 50):
+  def __init__(self, quiet_rounds: int = 3, most_seconds: float = 5.0):
     self.count = 0
-    self._rounds = (quiet_rounds, most_rounds)
+    self._quiet_rounds, self._most_seconds = quiet_rounds, most_seconds
     self._failed = False
     self._previous = sys.unraisablehook
 
@@ -141,12 +142,12 @@ class _AbandonedReads:
 
   def __exit__(self, *exc: Any) -> None:
     try:
-      quiet, rounds = 0, 0
-      while self._failed and quiet < self._rounds[0] and rounds < self._rounds[1]:
+      quiet, deadline = 0, time.monotonic() + self._most_seconds
+      while self._failed and quiet < self._quiet_rounds and time.monotonic() < deadline:
         before = self.count
         gc.collect()
         time.sleep(0.02)
-        quiet, rounds = (quiet + 1 if self.count == before else 0), rounds + 1
+        quiet = quiet + 1 if self.count == before else 0
     finally:
       sys.unraisablehook = self._previous
 

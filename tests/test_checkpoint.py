@@ -91,8 +91,11 @@ def test_four_steps_equal_two_steps_save_restore_two_steps(tmp_path):
 
 
 @contextlib.contextmanager
-def _unraisable_reports(rounds: int = 25):
-  """Yields the type names of the unraisable exceptions reported, until `rounds` GC rounds after."""
+def _unraisable_reports(rounds: int = 3):
+  """Yields the type names of the unraisable exceptions reported, until `rounds` GC rounds after.
+
+  (A full collection takes ~1 s late in the whole suite, so the rounds are few.)
+  """
   reported = []
   previous = sys.unraisablehook
   sys.unraisablehook = lambda unraisable: reported.append(type(unraisable.exc_value).__name__)
