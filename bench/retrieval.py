@@ -199,16 +199,15 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   seeds = _seed_matrix(host_state, queries, config.num_seeds)
   rho = np.clip(batch_controls / config.control_scale, config.restart_min,
                 config.restart_max).astype(np.float32)
-  ppr = jax.jit(diffusion.personalized_pagerank, static_argnums=(2, 5, 6, 7))
+  ppr = jax.jit(functools.partial(diffusion.undirected_personalized_pagerank,
+                                  num_iters=config.num_iters, tolerance=config.ppr_tolerance,
+                                  return_steps=True))  # the form the retrieval runs
   steps = {}
   for r_control in SINGLE_CONTROLS:
-    _, taken = ppr(state.graph.senders, state.graph.receivers, num_rows, seeds[:, :1],
-                   np.float32([r_control / config.control_scale]), config.num_iters,
-                   config.ppr_tolerance, True)
+    _, taken = ppr(state.links, seeds[:, :1], np.float32([r_control / config.control_scale]))
     steps[r_control] = int(taken)
   check = min(batch, 8)
-  jax_mass, taken = ppr(state.graph.senders, state.graph.receivers, num_rows, seeds, rho,
-                        config.num_iters, config.ppr_tolerance, True)
+  jax_mass, taken = ppr(state.links, seeds, rho)
   jax_mass = np.asarray(jax_mass[:, :check], np.float64)
   steps["batch"] = int(taken)
   row["steps R=10/50/90/batch"] = "/".join(str(s) for s in steps.values())

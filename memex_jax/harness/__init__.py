@@ -10,6 +10,7 @@ from memex_jax.harness.graph import InsertOutcome
 from memex_jax.harness.graph import KINDS
 from memex_jax.harness.graph import NodeArrays
 from memex_jax.harness.link_table import link_table
+from memex_jax.harness.link_table import LinkTable
 from memex_jax.harness.persistence import EmbeddingModelMismatchError
 from memex_jax.harness.persistence import GraphFileError
 from memex_jax.harness.retrieval import ABLATIONS

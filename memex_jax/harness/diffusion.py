@@ -22,9 +22,13 @@ rho = 0.1). Each step is one spread over the edges, so the step count is the lat
 Two edge layouts share the iteration: `personalized_pagerank` takes any directed edge list
 (senders, receivers) and spreads mass with one gather and one scatter over the edges;
 `undirected_personalized_pagerank` takes the experience graph's link table (each node's own
-K_nn links, link_table.py) and spreads over both directions with K column gathers and K
-scatters of N. XLA's scatter is the slow part on CPU: at the same 17 steps, one-task retrieval
-at 2k nodes and rho = 0.1 took 2.1-2.3 ms with the edge list and 0.8-1.3 ms with the table.
+K_nn links and the inverse degrees, link_table.py) and spreads over both directions with K
+column gathers and K scatters of N. XLA's scatter is the slow part on CPU: at the same 17 steps,
+one-task retrieval at 2k nodes and rho = 0.1 took 2.1-2.3 ms with the edge list and 0.8-1.3 ms
+with the table. In an undirected graph the dangling nodes are the isolated ones, which no walker
+reaches except by a restart, so their share has a closed form and the loop body carries no
+dangling-mass reduction; the degrees come with the table, built when the graph changes. (Both
+measured neutral on the 2-core CPU, within its noise; they take work out of every call.)
 
 Batching: `seed_weights` may carry trailing batch columns ([N, B], one seed vector per column,
 with `restart` [B]). Each iteration is then one sparse-times-dense product over B-wide rows,
@@ -37,6 +41,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from memex_jax.harness.link_table import LinkTable
 
 _IN_BOUNDS = jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS
 
@@ -75,17 +81,27 @@ def personalized_pagerank(
   """
   _check_seeds(seed_weights, num_nodes)
   out_degree = jax.ops.segment_sum(jnp.ones(senders.shape, jnp.float32), senders, num_nodes)
+  # Scaling by 1/out-degree per node, before the gather, keeps the edge loop to gather + scatter.
+  inverse_degree = 1.0 / jnp.maximum(out_degree, 1.0)
 
-  def spread(scaled):  # scaled: N [B], mass / out-degree
-    return jax.ops.segment_sum(scaled.at[senders].get(mode=_IN_BOUNDS), receivers, num_nodes,
-                               mode=_IN_BOUNDS)
+  def run(seeds, rho):
+    node_shape = _node_shape(seeds)
+    dangling = (out_degree == 0).reshape(node_shape)
 
-  return _power_iteration(spread, out_degree, seed_weights, restart, num_iters, tolerance,
-                          return_steps)
+    def step(x):  # x: N [B]
+      dangling_mass = jnp.sum(jnp.where(dangling, x, 0.0), axis=0)  # [B]
+      scaled = x * inverse_degree.reshape(node_shape)
+      spread = jax.ops.segment_sum(scaled.at[senders].get(mode=_IN_BOUNDS), receivers, num_nodes,
+                                   mode=_IN_BOUNDS)
+      return rho * seeds + (1.0 - rho) * (spread + dangling_mass * seeds)
+
+    return _power_iteration(step, seeds, rho, num_iters, tolerance)
+
+  return _run(run, seed_weights, restart, return_steps)
 
 
 def undirected_personalized_pagerank(
-    links: jax.Array,
+    links: LinkTable,
     seed_weights: jax.Array,
     restart: jax.Array | float,
     num_iters: int,
@@ -94,37 +110,43 @@ def undirected_personalized_pagerank(
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
   """`personalized_pagerank` of an undirected graph given as a link table.
 
+  In an undirected graph the dangling nodes are the isolated ones, which no edge reaches, so their
+  restarts have a closed form (below) and the loop carries no dangling term.
+
   Args:
-    links: [N, K] int32; links[v, j] = u is the undirected edge {v, u} (walkable both ways).
-      Entries equal to N - 1 are empty: the last node is the padding node (jraph's convention)
-      and has no edges.
+    links: the graph (link_table.py): [K, N] own-link targets, the padding node N - 1 marking
+      empty entries, and the [N] inverse degrees.
     seed_weights, restart, num_iters, tolerance, return_steps: as in `personalized_pagerank`.
 
   Returns:
     As `personalized_pagerank` on the edge list holding both directions of every link.
   """
-  num_nodes = links.shape[0]
+  num_nodes = links.inverse_degree.shape[0]
   _check_seeds(seed_weights, num_nodes)
-  padding = num_nodes - 1
-  real = links != padding  # N K
-  degree = real.sum(axis=1).astype(jnp.float32) + jax.ops.segment_sum(
-      real.reshape(-1).astype(jnp.float32), links.reshape(-1), num_nodes, mode=_IN_BOUNDS)
-  # Empty entries gather the padding node's scaled mass, which is 0 (degree 0), and scatter into
-  # the padding row, which `has_edges` zeroes.
-  has_edges = degree > 0
-  columns = links.T  # K N: one gather per column
 
-  def spread(scaled):  # scaled: N [B], mass / degree
-    spread_mass = sum(scaled.at[column].get(mode=_IN_BOUNDS) for column in columns)  # own links
-    # From the nodes that linked here: K scatters of N beat one of N * K, which copies scaled K
-    # times first (~20% of a step).
-    for column in columns:
-      spread_mass = spread_mass.at[column].add(scaled, mode=_IN_BOUNDS)
-    return jnp.where(has_edges.reshape(scaled.shape[:1] + (1,) * (scaled.ndim - 1)),
-                     spread_mass, 0.0)
+  def run(seeds, rho):
+    inverse_degree = links.inverse_degree.reshape(_node_shape(seeds))
+    # The walk that leaks the dangling mass, y = rho q + (1 - rho) P^T y, is the walk that
+    # restarts it at the seeds up to a factor: an isolated node v holds x_v = q_v (rho + (1 - rho)
+    # D), D the isolated nodes' total mass, so D = rho Q / (1 - (1 - rho) Q) with Q the seeds'
+    # weight on isolated nodes, and x = y / (1 - (1 - rho) Q). The factor scales y's error too.
+    isolated_weight = jnp.sum(jnp.where(inverse_degree == 0, seeds, 0.0), axis=0)  # [B]
+    scale = 1.0 / (1.0 - (1.0 - rho) * isolated_weight)  # [B]
 
-  return _power_iteration(spread, degree, seed_weights, restart, num_iters, tolerance,
-                          return_steps)
+    def step(y):  # y: N [B]
+      scaled = y * inverse_degree  # isolated, dead and padding rows send nothing
+      # Own links: K gathers of N. The nodes that linked here: K scatters of N, which beat one
+      # of N * K (that copies `scaled` K times first, ~20% of a step). Empty entries gather the
+      # padding node's 0 and scatter into the padding row, which the `where` empties.
+      spread = sum(scaled.at[column].get(mode=_IN_BOUNDS) for column in links.targets)
+      for column in links.targets:
+        spread = spread.at[column].add(scaled, mode=_IN_BOUNDS)
+      return rho * seeds + (1.0 - rho) * jnp.where(inverse_degree == 0, 0.0, spread)
+
+    y, steps = _power_iteration(step, seeds, rho, num_iters, tolerance, error_scale=scale)
+    return scale * y, steps
+
+  return _run(run, seed_weights, restart, return_steps)
 
 
 def _check_seeds(seed_weights: jax.Array, num_nodes: int) -> None:
@@ -133,28 +155,35 @@ def _check_seeds(seed_weights: jax.Array, num_nodes: int) -> None:
         f"seed_weights has {seed_weights.shape[0]} rows, expected num_nodes={num_nodes}")
 
 
-def _power_iteration(spread, out_degree, seed_weights, restart, num_iters, tolerance,
-                     return_steps):
-  """x <- rho q + (1 - rho)(spread(x / out_degree) + q (d . x)) until certified or num_iters."""
-  if seed_weights.ndim == 2 and seed_weights.shape[1] == 1:
-    # One column runs as a vector: XLA's row gathers/scatters on [N, 1] cost ~20% more per step.
-    out = _power_iteration(spread, out_degree, seed_weights[:, 0],
-                           jnp.reshape(jnp.asarray(restart), ()), num_iters, tolerance, True)
-    return (out[0][:, None], out[1]) if return_steps else out[0][:, None]
-  num_nodes = out_degree.shape[0]
+def _node_shape(seeds: jax.Array) -> tuple[int, ...]:
+  """Per-node arrays broadcast against x, [N] or [N, B], with trailing singleton axes."""
+  return seeds.shape[:1] + (1,) * (seeds.ndim - 1)
+
+
+def _run(run, seed_weights, restart, return_steps):
+  """Normalises the seeds, runs one column as a vector, returns what `return_steps` asks for.
+
+  `run(seeds, rho)` returns (x, steps) for column-normalised seeds.
+  """
+  rho = jnp.asarray(restart, jnp.float32)
+  one_column = seed_weights.ndim == 2 and seed_weights.shape[1] == 1
+  if one_column:  # XLA's row gathers/scatters on [N, 1] cost ~20% more per step than on [N].
+    seed_weights, rho = seed_weights[:, 0], jnp.reshape(rho, ())
   seeds = seed_weights.astype(jnp.float32)
   seeds = seeds / jnp.maximum(seeds.sum(axis=0, keepdims=True), jnp.finfo(jnp.float32).tiny)
-  rho = jnp.asarray(restart, jnp.float32)
-  # Column broadcasting: x is [N] or [N, B]; per-node arrays get trailing singleton axes.
-  node_shape = (num_nodes,) + (1,) * (seeds.ndim - 1)
-  dangling = (out_degree == 0).reshape(node_shape)
-  # Scaling by 1/out-degree per node, before the gather, keeps the edge loop to gather + scatter.
-  inverse_degree = (1.0 / jnp.maximum(out_degree, 1.0)).reshape(node_shape)
-  error_factor = jnp.broadcast_to((1.0 - rho) / rho, seeds.shape[1:])  # [B]
+  x, steps = run(seeds, rho)
+  x = x[:, None] if one_column else x
+  return (x, steps) if return_steps else x
 
-  def step(x):  # x: N [B]
-    dangling_mass = jnp.sum(jnp.where(dangling, x, 0.0), axis=0)  # [B]
-    return rho * seeds + (1.0 - rho) * (spread(x * inverse_degree) + dangling_mass * seeds)
+
+def _power_iteration(step, seeds, rho, num_iters, tolerance, error_scale=1.0):
+  """(x, steps): x <- step(x) from the seeds until every column's error is certified.
+
+  `step` is a (1 - rho)-contraction in L1, so after a step that moved a column by delta its
+  error is at most (1 - rho) / rho * delta, times `error_scale` for what the caller rescales.
+  """
+  error_factor = jnp.broadcast_to(error_scale * (1.0 - rho) / rho, seeds.shape[1:])  # [B]
+  batched = seeds.ndim == 2
 
   def keep_going(carry):
     steps, _, done = carry
@@ -164,10 +193,10 @@ def _power_iteration(spread, out_degree, seed_weights, restart, num_iters, toler
     steps, x, done = carry
     new = step(x)
     error_bound = error_factor * jnp.sum(jnp.abs(new - x), axis=0)  # [B]
-    # A column stops moving once certified, so a task's result does not depend on its batch.
-    new = jnp.where(done, x, new)
+    if batched:  # A column stops moving once certified: a task's result ignores its batch.
+      new = jnp.where(done, x, new)
     return steps + 1, new, done | (error_bound <= tolerance)
 
   no_column_done = jnp.zeros(seeds.shape[1:], bool)
   steps, x, _ = jax.lax.while_loop(keep_going, body, (jnp.int32(0), seeds, no_column_done))
-  return (x, steps) if return_steps else x
+  return x, steps

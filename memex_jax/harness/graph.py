@@ -13,8 +13,8 @@ Layout of `GraphState.graph` (jraph's padding convention):
   node. n_node = [capacity, 1],
   n_edge = [num_edges, max_edges - num_edges].
 Slots of evicted nodes are dead rows (alive False, zeros) with no edges. `GraphState.links`
-holds the same edges as a [capacity + 1, K_nn] table of each node's own links, which diffusion
-reads (see link_table.py); every update rebuilds both from one edge list.
+holds the same edges as a table of each node's own K_nn links with the nodes' inverse degrees,
+which diffusion reads (see link_table.py); every update rebuilds both from one edge list.
 
 Updates are host-side numpy functions that return a new state (the old one is never mutated);
 call `jax.device_put(state)` once after updating, before retrieving many times.
@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from memex_jax.harness.jraph_compat import jraph
-from memex_jax.harness.link_table import link_table
+from memex_jax.harness.link_table import LinkTable, link_table
 
 KINDS = ("skill", "lesson")  # kind code = index: 0 skill (from success), 1 lesson (failure).
 
@@ -117,12 +117,13 @@ class GraphState:
     num_retrievals: [] int32 N_ret, retrievals whose feedback reached the graph.
     num_insertions: [] int32 insertions so far (the clock of the grace period).
     num_duplicates: [] int32 units dropped as near-duplicates.
-    links: [N+1, K_nn] int32, the same edges as `graph` by owner: row v lists the nodes v linked
-      to when inserted (the padding node where unused); see `link_table`.
+    links: the same edges as `graph` by owner: `links.targets[:, v]` lists the nodes v linked
+      to when inserted (the padding node where unused), with each node's inverse degree; see
+      `link_table`.
   """
 
   graph: jraph.GraphsTuple
-  links: np.ndarray
+  links: LinkTable
   num_retrievals: np.ndarray
   num_insertions: np.ndarray
   num_duplicates: np.ndarray
@@ -162,7 +163,7 @@ class InsertOutcome:
 
 
 def _with_edges(graph: jraph.GraphsTuple, senders: np.ndarray, receivers: np.ndarray,
-                config: GraphConfig) -> tuple[jraph.GraphsTuple, np.ndarray]:
+                config: GraphConfig) -> tuple[jraph.GraphsTuple, LinkTable]:
   """`graph` holding exactly these live edges (sorted by receiver, padded), and their links."""
   num_edges, max_edges = senders.shape[0], config.max_edges
   if num_edges > max_edges:

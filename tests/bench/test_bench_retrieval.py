@@ -13,7 +13,7 @@ def test_synthetic_graph_links_each_node_to_k_nn_earlier_nodes_both_ways():
   senders, receivers = graph_lib.live_edges(state)
   k = bench_retrieval.K_NN
   assert len(senders) == 2 * (k * 300 - sum(k - i for i in range(k)))  # node i < k has i
-  links = np.asarray(state.links)
+  links = state.links.rows
   owned = links[:300][links[:300] != 300]
   assert owned.size == len(senders) // 2
   assert all(len(set(row[row != 300])) == (row != 300).sum() for row in links)  # distinct

@@ -120,13 +120,16 @@ def test_certified_columns_stop_so_a_batch_equals_its_columns_alone():
   assert int(batch_steps) == max(alone_steps) and min(alone_steps) < max(alone_steps)
 
 
-def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
-  # An undirected graph grown by insertions (each node links to <= 3 earlier ones), with isolated
-  # nodes (one of them a seed) and the padding node last.
+def _grown_undirected_graph():
+  """(senders, receivers, link table, [N, 3] seeds, [3] rho) of a graph grown by insertions.
+
+  Each node links to <= 3 earlier ones; nodes 36-39 are isolated (37 is one of column 0's seeds)
+  and node 40 is the padding node.
+  """
   rng = np.random.default_rng(6)
-  num_nodes, padding = 41, 40
+  num_nodes = 41
   owners, targets = [], []
-  for node in range(1, 36):  # nodes 36-39 stay isolated
+  for node in range(1, 36):
     for target in rng.choice(node, min(node, 3), replace=False):
       owners.append(node)
       targets.append(int(target))
@@ -135,7 +138,12 @@ def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
   links = link_table(senders, receivers, np.arange(num_nodes), k_nn=3)
   seeds = np.zeros((num_nodes, 3), np.float32)
   seeds[[0, 5, 37], 0] = seeds[[12, 30], 1] = seeds[[20], 2] = 1.0
-  rho = np.array([0.1, 0.5, 0.85], np.float32)
+  return senders, receivers, links, seeds, np.array([0.1, 0.5, 0.85], np.float32)
+
+
+def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
+  senders, receivers, links, seeds, rho = _grown_undirected_graph()
+  num_nodes, padding = seeds.shape[0], seeds.shape[0] - 1
   got = undirected_personalized_pagerank(links, seeds, rho, 300)
   want = personalized_pagerank(senders, receivers, num_nodes, seeds, rho, 300)
   np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
@@ -150,3 +158,20 @@ def test_link_table_form_equals_the_edge_list_form_and_the_exact_solve():
                                                           True)
   assert column.shape == (num_nodes, 1) and int(steps) == int(vector_steps)
   np.testing.assert_array_equal(np.asarray(column[:, 0]), np.asarray(vector))
+  # Seeds on isolated nodes alone: every walker restarts where it began, so x = q.
+  alone = np.zeros(num_nodes, np.float32)
+  alone[[36, 38]] = [1.0, 3.0]
+  np.testing.assert_allclose(np.asarray(undirected_personalized_pagerank(links, alone, 0.2, 50)),
+                             alone / 4, atol=1e-7)
+
+
+@pytest.mark.parametrize("tolerance", [1e-2, 1e-4])
+def test_link_table_form_certifies_its_error_with_isolated_seeds(tolerance):
+  # Column 0 has a third of its seed weight on an isolated node, where the closed-form restart
+  # rescales the walk (and its error bound) by 1 / (1 - (1 - rho) / 3).
+  senders, receivers, links, seeds, rho = _grown_undirected_graph()
+  got, steps = undirected_personalized_pagerank(links, seeds, rho, 400, tolerance, True)
+  for b in range(3):
+    want = _exact(senders, receivers, seeds.shape[0], seeds[:, b], rho[b])
+    assert np.abs(np.asarray(got[:, b], np.float64) - want).sum() <= tolerance
+  assert 1 < int(steps) < 400

@@ -23,7 +23,7 @@ def test_inserts_and_evictions_keep_table_and_edge_list_equal():
   state = graph_lib.init_state(config)
   for step, vector in enumerate(_unit_vectors(70, 8, seed=0)):  # 40 evictions, reused slots
     state, outcome = graph_lib.insert(state, vector, 0, config)
-    links = np.asarray(state.links)
+    links = state.links.rows
     assert links.shape == (31, config.k_nn)
     senders, receivers = graph_lib.live_edges(state)
     assert _edges_of_table(links) == sorted(zip(senders.tolist(), receivers.tolist()))
@@ -37,9 +37,12 @@ def test_table_is_canonical_and_rejects_edges_no_insertion_makes():
   inserted_at = np.arange(5)  # row 4 is the padding node
   senders, receivers = np.array([1, 0, 2, 0, 2, 1]), np.array([0, 1, 0, 2, 1, 2])
   table = link_table(senders, receivers, inserted_at, k_nn=2)
-  np.testing.assert_array_equal(table, [[4, 4], [0, 4], [0, 1], [4, 4], [4, 4]])
+  np.testing.assert_array_equal(table.rows, [[4, 4], [0, 4], [0, 1], [4, 4], [4, 4]])
+  assert table.targets.flags.c_contiguous  # one contiguous row per link column
+  # Degrees 2, 2, 2 (a triangle), none on the isolated node 3 or the padding node 4.
+  np.testing.assert_array_equal(table.inverse_degree, np.float32([0.5, 0.5, 0.5, 0, 0]))
   reordered = link_table(senders[::-1], receivers[::-1], inserted_at, k_nn=2)
-  np.testing.assert_array_equal(reordered, table)
+  np.testing.assert_array_equal(reordered.targets, table.targets)
   with pytest.raises(ValueError, match="reverse"):
     link_table(np.array([1]), np.array([0]), inserted_at, k_nn=2)
   with pytest.raises(ValueError, match="self-loops"):
