@@ -84,7 +84,7 @@ def personalized_pagerank(
   # Scaling by 1/out-degree per node, before the gather, keeps the edge loop to gather + scatter.
   inverse_degree = 1.0 / jnp.maximum(out_degree, 1.0)
 
-  def run(seeds, rho):
+  def solve(seeds, rho):
     node_shape = _node_shape(seeds)
     dangling = (out_degree == 0).reshape(node_shape)
 
@@ -97,7 +97,7 @@ def personalized_pagerank(
 
     return _power_iteration(step, seeds, rho, num_iters, tolerance)
 
-  return _run(run, seed_weights, restart, return_steps)
+  return _solve_normalized(solve, seed_weights, restart, return_steps)
 
 
 def undirected_personalized_pagerank(
@@ -124,13 +124,14 @@ def undirected_personalized_pagerank(
   num_nodes = links.inverse_degree.shape[0]
   _check_seeds(seed_weights, num_nodes)
 
-  def run(seeds, rho):
+  def solve(seeds, rho):
     inverse_degree = links.inverse_degree.reshape(_node_shape(seeds))
+    has_edges = inverse_degree > 0
     # The walk that leaks the dangling mass, y = rho q + (1 - rho) P^T y, is the walk that
     # restarts it at the seeds up to a factor: an isolated node v holds x_v = q_v (rho + (1 - rho)
     # D), D the isolated nodes' total mass, so D = rho Q / (1 - (1 - rho) Q) with Q the seeds'
     # weight on isolated nodes, and x = y / (1 - (1 - rho) Q). The factor scales y's error too.
-    isolated_weight = jnp.sum(jnp.where(inverse_degree == 0, seeds, 0.0), axis=0)  # [B]
+    isolated_weight = jnp.sum(jnp.where(has_edges, 0.0, seeds), axis=0)  # [B]
     scale = 1.0 / (1.0 - (1.0 - rho) * isolated_weight)  # [B]
 
     def step(y):  # y: N [B]
@@ -141,12 +142,12 @@ def undirected_personalized_pagerank(
       spread = sum(scaled.at[column].get(mode=_IN_BOUNDS) for column in links.targets)
       for column in links.targets:
         spread = spread.at[column].add(scaled, mode=_IN_BOUNDS)
-      return rho * seeds + (1.0 - rho) * jnp.where(inverse_degree == 0, 0.0, spread)
+      return rho * seeds + (1.0 - rho) * jnp.where(has_edges, spread, 0.0)
 
     y, steps = _power_iteration(step, seeds, rho, num_iters, tolerance, error_scale=scale)
     return scale * y, steps
 
-  return _run(run, seed_weights, restart, return_steps)
+  return _solve_normalized(solve, seed_weights, restart, return_steps)
 
 
 def _check_seeds(seed_weights: jax.Array, num_nodes: int) -> None:
@@ -160,10 +161,10 @@ def _node_shape(seeds: jax.Array) -> tuple[int, ...]:
   return seeds.shape[:1] + (1,) * (seeds.ndim - 1)
 
 
-def _run(run, seed_weights, restart, return_steps):
-  """Normalises the seeds, runs one column as a vector, returns what `return_steps` asks for.
+def _solve_normalized(solve, seed_weights, restart, return_steps):
+  """Normalises the seeds, solves one column as a vector, returns what `return_steps` asks for.
 
-  `run(seeds, rho)` returns (x, steps) for column-normalised seeds.
+  `solve(seeds, rho)` returns (x, steps) for column-normalised seeds.
   """
   rho = jnp.asarray(restart, jnp.float32)
   one_column = seed_weights.ndim == 2 and seed_weights.shape[1] == 1
@@ -171,7 +172,7 @@ def _run(run, seed_weights, restart, return_steps):
     seed_weights, rho = seed_weights[:, 0], jnp.reshape(rho, ())
   seeds = seed_weights.astype(jnp.float32)
   seeds = seeds / jnp.maximum(seeds.sum(axis=0, keepdims=True), jnp.finfo(jnp.float32).tiny)
-  x, steps = run(seeds, rho)
+  x, steps = solve(seeds, rho)
   x = x[:, None] if one_column else x
   return (x, steps) if return_steps else x
 
