@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import platform
 import time
@@ -12,11 +13,12 @@ import jax
 
 
 def device_summary() -> dict[str, Any]:
-  """What the numbers were measured on."""
+  """What the numbers were measured on, with the CPUs the process may run on (e.g. taskset's)."""
   dev = jax.devices()[0]
+  affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
   return {"backend": jax.default_backend(), "device": getattr(dev, "device_kind", str(dev)),
           "num_devices": jax.device_count(), "jax": jax.__version__, "host": platform.node(),
-          "cpu_count": __import__("os").cpu_count()}
+          "cpu_count": os.cpu_count(), "cpu_affinity": affinity}
 
 
 def timing(fn: Callable[[], Any], repeats: int) -> dict[str, float]:

@@ -9,7 +9,10 @@ the whole jitted retrieval (seeding, PPR, candidates, UCB blend, top-K):
   the PageRank needs to certify its error: few at R = 90, most at R = 10);
 - for a batch of B tasks with R drawn from [10, 90], reported per task;
 both in `--rounds` rounds on fresh buffers (the median of the round medians; the table shows
-the spread of R = 10's).
+the spread of R = 10's). Beside them, "back-to-back": the B tasks' one-task retrievals at R = 10
+run in turn inside one compiled call, per retrieval. That is the retrieval's work without the
+per-call costs (dispatch, waking the runtime's threads), which on a small shared CPU vary from
+process to process; the gap to the one-task row is that overhead.
 In the same run, on the CPU, the reference: the same power iteration with a scipy CSR matrix
 times the [N, B] seed matrix, run for as many steps as the JAX PageRank took (one task: R = 50).
 Accuracy: the JAX PageRank of the first columns against a float64 scipy iteration run to a
@@ -17,6 +20,13 @@ certified L1 error of 1e-9: the L1 error (the config's `ppr_tolerance` bounds it
 of the top-50 PageRank candidates both agree on.
 The table is printed; the JSON (`--out`) and a log-log plot of per-task latency against N beside
 it (same name, .png) are written.
+
+Small graphs on a small CPU: run pinned to one core (`taskset -c 0 python -m bench.retrieval
+...`; the JSON records the CPUs). XLA then splits no kernel over threads and keeps one worker
+thread, so a one-task call makes no hand-offs between cores. On the 2-vCPU development VM, in
+three alternating pairs of 2k-node runs, that cut the one-task R = 10 median from 1.05-1.47 ms
+to 0.72-0.93 ms; at 100k nodes the second core is worth more than the hand-offs cost (one task,
+R = 10: 53 ms unpinned, 61 ms pinned).
 
 Graphs: node embeddings are random unit vectors (E = 384, the MiniLM width). Edges follow the
 insertion rule's shape: node i, in insertion order, links to K_nn = 5 distinct earlier nodes,
@@ -62,6 +72,7 @@ EMBED_DIM = 384
 CLUSTERS = 40
 K_NN = 5
 SINGLE_CONTROLS = (10, 50, 90)
+BACK_TO_BACK = "R=10 back-to-back ms"
 REFERENCE_TOLERANCE = 1e-9
 
 
@@ -186,13 +197,18 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   num_rows = num_nodes + 1
 
   compiled = jax.jit(functools.partial(retrieval.retrieve, config=config))
-  calls = {f"1 task R={r} ms": ((queries[:1], np.array([r], np.int32), weight_control[:1]), reps)
+  calls = {f"1 task R={r} ms": (compiled, (queries[:1], np.array([r], np.int32),
+                                           weight_control[:1]), reps)
            for r in SINGLE_CONTROLS}
-  calls["batch ms/task"] = ((queries, batch_controls, weight_control), max(1, reps // 4))
-  timed = _timings_in_rounds(compiled, host_state, calls, rounds)
+  calls["batch ms/task"] = (compiled, (queries, batch_controls, weight_control),
+                            max(1, reps // 4))
+  calls[BACK_TO_BACK] = (_back_to_back(config), (queries[:, None], np.array(
+      [SINGLE_CONTROLS[0]], np.int32), weight_control[:1]), max(1, reps // 4))
+  timed = _timings_in_rounds(host_state, calls, rounds)
   slowest = timed[f"1 task R={SINGLE_CONTROLS[0]} ms"]["round_medians_ms"]
-  timed[f"R={SINGLE_CONTROLS[0]} rounds ms"] = f"{min(slowest):.3g}-{max(slowest):.3g}"
-  row.update(sorted(timed.items(), key=lambda item: item[0].startswith("batch")))
+  row.update((name, timed[name]) for name in calls if name.startswith("1 task"))
+  row[f"R={SINGLE_CONTROLS[0]} rounds ms"] = f"{min(slowest):.3g}-{max(slowest):.3g}"
+  row.update((name, timed[name]) for name in (BACK_TO_BACK, "batch ms/task"))
   state = jax.device_put(host_state)
 
   # The PageRank alone on the retrieval's seeds: its steps, and the columns checked for accuracy.
@@ -224,7 +240,7 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   start = time.perf_counter()  # once: at 10^6 nodes it takes minutes on 2 cores
   scipy_ppr(transposed, dangling, seeds, rho, steps["batch"])
   row["scipy batch ms/task"] = {"median_ms": (time.perf_counter() - start) * 1e3, "repeats": 1}
-  for key in ("batch ms/task", "scipy batch ms/task"):
+  for key in ("batch ms/task", "scipy batch ms/task", BACK_TO_BACK):
     row[key] = {**row[key], "per_task_ms": row[key]["median_ms"] / batch}
   row["speedup batch"] = (row["scipy batch ms/task"]["median_ms"]
                           / row["batch ms/task"]["median_ms"])
@@ -237,10 +253,25 @@ def bench_size(num_nodes: int, batch: int, config: retrieval.RetrievalConfig, re
   return row
 
 
-def _timings_in_rounds(compiled, host_state: graph_lib.GraphState,
-                       calls: dict[str, tuple[tuple[np.ndarray, ...], int]],
+def _back_to_back(config: retrieval.RetrievalConfig):
+  """One compiled call running B one-task retrievals in turn (queries [B, 1, E], one R and W).
+
+  Timed per retrieval it is the retrieval's own work with the per-call costs taken out (the
+  dispatch, and waking the runtime's threads on a small shared CPU): set beside the one-task
+  row, it shows how much of that latency is the machine's per-call overhead. It is not a
+  latency: no caller gets one task's answer this way. It is also a little optimistic: XLA may
+  hoist the few fusions that read only the graph out of the loop.
+  """
+  def run(state, queries, restart_control, weight_control):
+    return jax.lax.map(lambda query: retrieval.retrieve(
+        state, query, restart_control, weight_control, config).indices, queries)
+  return jax.jit(run)
+
+
+def _timings_in_rounds(host_state: graph_lib.GraphState,
+                       calls: dict[str, tuple[Any, tuple[np.ndarray, ...], int]],
                        rounds: int) -> dict[str, dict[str, Any]]:
-  """Latency of each named call (its inputs, its number of timed calls), split over rounds.
+  """Latency of each named call (compiled function, inputs, number of timed calls), in rounds.
 
   Each round places the graph and inputs afresh (already on the device when timed, as in a
   serving loop) and times the calls in turn, each with its share of calls. On a small shared CPU
@@ -249,13 +280,13 @@ def _timings_in_rounds(compiled, host_state: graph_lib.GraphState,
   is the median of the round medians, with every round's kept. There are at most as many rounds
   as the most calls of any entry, and every entry is timed at least once a round.
   """
-  rounds = max(1, min(rounds, max(repeats for _, repeats in calls.values())))
+  rounds = max(1, min(rounds, max(repeats for _, _, repeats in calls.values())))
   timings: dict[str, list[dict[str, float]]] = {name: [] for name in calls}
   for _ in range(rounds):
     state = jax.device_put(host_state)
-    for name, (inputs, repeats) in calls.items():
+    for name, (compiled, inputs, repeats) in calls.items():
       args = jax.device_put(inputs)
-      timings[name].append(report.timing(lambda a=args: compiled(state, *a),
+      timings[name].append(report.timing(lambda f=compiled, a=args: f(state, *a),
                                          max(1, repeats // rounds)))
     del state  # the next round's copy replaces it (a 10^6-node graph is ~1.5 GB)
   out = {}

@@ -41,7 +41,25 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   batched = row["batch ms/task"]
   assert len(batched["round_medians_ms"]) == 3 and batched["repeats"] == 3
   assert batched["per_task_ms"] == pytest.approx(batched["median_ms"] / 4)
-  assert list(row).index("R=10 rounds ms") < list(row).index("batch ms/task")
+  # Back-to-back: the 4 tasks' one-task retrievals in one call, per retrieval, same rounds.
+  chained = row[bench_retrieval.BACK_TO_BACK]
+  assert len(chained["round_medians_ms"]) == 3 and chained["repeats"] == 3
+  assert chained["per_task_ms"] == pytest.approx(chained["median_ms"] / 4)
+  order = [list(row).index(key) for key in (
+      "1 task R=90 ms", "R=10 rounds ms", bench_retrieval.BACK_TO_BACK, "batch ms/task")]
+  assert order == sorted(order)
+
+
+def test_back_to_back_call_retrieves_what_one_task_calls_do():
+  state = bench_retrieval.synthetic_graph(300, seed=0)
+  queries = np.random.default_rng(0).standard_normal((3, bench_retrieval.EMBED_DIM))
+  config = retrieval.RetrievalConfig()
+  restart, weight = np.array([10], np.int32), np.array([40], np.int32)
+  chained = bench_retrieval._back_to_back(config)(state, queries[:, None], restart, weight)
+  assert chained.shape == (3, 1, config.top_k)
+  for query, got in zip(queries, np.asarray(chained)):
+    want = retrieval.retrieve(state, query[None], restart, weight, config).indices
+    np.testing.assert_array_equal(got, np.asarray(want))
 
 
 def test_latency_plot_is_a_png(tmp_path):
