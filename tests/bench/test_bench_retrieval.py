@@ -55,7 +55,8 @@ def test_back_to_back_call_retrieves_what_one_task_calls_do():
   queries = np.random.default_rng(0).standard_normal((3, bench_retrieval.EMBED_DIM))
   config = retrieval.RetrievalConfig()
   restart, weight = np.array([10], np.int32), np.array([40], np.int32)
-  chained = bench_retrieval._back_to_back(config)(state, queries[:, None], restart, weight)
+  run = bench_retrieval.back_to_back_retrievals(config)
+  chained = run(state, queries[:, None], restart, weight)
   assert chained.shape == (3, 1, config.top_k)
   for query, got in zip(queries, np.asarray(chained)):
     want = retrieval.retrieve(state, query[None], restart, weight, config).indices
