@@ -44,10 +44,20 @@ def test_bench_size_row_reports_certified_accuracy_and_step_counts():
   # Back-to-back: the 4 tasks' one-task retrievals in one call, per retrieval, same rounds.
   chained = row[bench_retrieval.BACK_TO_BACK]
   assert len(chained["round_medians_ms"]) == 3 and chained["repeats"] == 3
-  assert chained["per_task_ms"] == pytest.approx(chained["median_ms"] / 4)
+  assert chained["tasks"] == 4 and chained["per_task_ms"] == pytest.approx(chained["median_ms"] / 4)
   order = [list(row).index(key) for key in (
       "1 task R=90 ms", "R=10 rounds ms", bench_retrieval.BACK_TO_BACK, "batch ms/task")]
   assert order == sorted(order)
+
+
+def test_back_to_back_row_chains_at_most_its_task_count_of_the_batch():
+  row = bench_retrieval.bench_size(200, batch=bench_retrieval.BACK_TO_BACK_TASKS + 2,
+                                   config=retrieval.RetrievalConfig(), reps=1, seed=0)
+  chained, batched = row[bench_retrieval.BACK_TO_BACK], row["batch ms/task"]
+  assert chained["tasks"] == bench_retrieval.BACK_TO_BACK_TASKS
+  assert batched["tasks"] == bench_retrieval.BACK_TO_BACK_TASKS + 2
+  assert chained["per_task_ms"] == pytest.approx(
+      chained["median_ms"] / bench_retrieval.BACK_TO_BACK_TASKS)
 
 
 def test_back_to_back_call_retrieves_what_one_task_calls_do():

@@ -43,6 +43,7 @@ def test_table_is_canonical_and_rejects_edges_no_insertion_makes():
   np.testing.assert_array_equal(table.inverse_degree, np.float32([0.5, 0.5, 0.5, 0, 0]))
   reordered = link_table(senders[::-1], receivers[::-1], inserted_at, k_nn=2)
   np.testing.assert_array_equal(reordered.targets, table.targets)
+  np.testing.assert_array_equal(reordered.inverse_degree, table.inverse_degree)
   with pytest.raises(ValueError, match="reverse"):
     link_table(np.array([1]), np.array([0]), inserted_at, k_nn=2)
   with pytest.raises(ValueError, match="self-loops"):
