@@ -5,6 +5,8 @@
 # of time does not stop the others (the last line lists what did not finish).
 #
 #   Here, once:   launch/gpu_wheels.sh             # Python 3.12 wheels into .whl/ (git-ignored)
+#   Dry run here: launch/image_venv.sh && PYTHON=/tmp/image_venv/bin/python SCALE=cpu \
+#                   launch/device_checks.sh        # same commands, CPU-sized (7.5 min here)
 #   On the GPU:   device `run` with carry [".whl"]:  bash launch/device_checks.sh
 #
 # Checks: bench.retrieval (2k / 100k / 1M nodes, JAX on the GPU beside the scipy reference on
@@ -12,8 +14,26 @@
 # settings. The SmolLM2 proof run is launch/memex_proof.sh (it needs the weights as well).
 # CPU-side parts of the 1M row, measured on the 2-core CPU machine: the graph takes 23 s to
 # build and the scipy batch reference 74 s; the float64 accuracy reference comes on top.
-# PYTHON (default python3) and OUT may be set; the sizes are the issue's.
+# SCALE=cpu runs every bench on the image's package versions (image_venv.sh) at small sizes, so
+# that an import or API break shows here and not in device time.
+# PYTHON (default python3), OUT and SCALE (gpu, the default, or cpu) may be set.
 set -uo pipefail
+SCALE="${SCALE:-gpu}"
+if [ "${SCALE}" = gpu ]; then  # the issues' sizes
+  RETRIEVAL=(--sizes 2000,100000 --reps 300,50)
+  RETRIEVAL_1M=(--sizes 1000000 --clustered '' --reps 3)
+  SAMPLER=(--batch 64 --prompt 512 --new_tokens 256)
+  TRAIN_STEP=(--batch 8 --seq 2048)
+  LIMITS=(120 200 90 90)
+elif [ "${SCALE}" = cpu ]; then
+  RETRIEVAL=(--sizes 2000 --clustered '' --reps 50)
+  RETRIEVAL_1M=(--sizes 20000 --clustered '' --reps 3)
+  SAMPLER=(--batch 2 --prompt 16 --new_tokens 4 --repeats 1)
+  TRAIN_STEP=(--batch 1 --seq 64 --peak_size 512 --repeats 1)
+  LIMITS=(120 120 300 600)
+else
+  echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/device_checks}"
 mkdir -p "${OUT}"
@@ -32,12 +52,12 @@ check() {  # check NAME LIMIT_S COMMAND...
 }
 
 # The target's sizes first, so that a slow 1M row cannot take them down with it.
-check retrieval 120 "${PYTHON}" -m bench.retrieval --sizes 2000,100000 --reps 300,50 \
-  --out "${OUT}/retrieval_gpu.json"
-check retrieval_1m 200 "${PYTHON}" -m bench.retrieval --sizes 1000000 --clustered '' --reps 3 \
-  --out "${OUT}/retrieval_1m_gpu.json"
-check sampler 90 "${PYTHON}" -m bench.sampler --model qwen2_5_0_5b --batch 64 --prompt 512 \
-  --new_tokens 256 --dtype bfloat16 --out "${OUT}/sampler_gpu.json"
-check train_step 90 "${PYTHON}" -m bench.train_step --model qwen2_5_0_5b --batch 8 --seq 2048 \
-  --dtype bfloat16 --out "${OUT}/train_step_gpu.json"
+check retrieval "${LIMITS[0]}" "${PYTHON}" -m bench.retrieval "${RETRIEVAL[@]}" \
+  --out "${OUT}/retrieval_${SCALE}.json"
+check retrieval_1m "${LIMITS[1]}" "${PYTHON}" -m bench.retrieval "${RETRIEVAL_1M[@]}" \
+  --out "${OUT}/retrieval_1m_${SCALE}.json"
+check sampler "${LIMITS[2]}" "${PYTHON}" -m bench.sampler --model qwen2_5_0_5b "${SAMPLER[@]}" \
+  --dtype bfloat16 --out "${OUT}/sampler_${SCALE}.json"
+check train_step "${LIMITS[3]}" "${PYTHON}" -m bench.train_step --model qwen2_5_0_5b \
+  "${TRAIN_STEP[@]}" --dtype bfloat16 --out "${OUT}/train_step_${SCALE}.json"
 echo "unfinished: ${unfinished[*]:-none}"
