@@ -24,13 +24,13 @@ if [ "${SCALE}" = gpu ]; then  # the issues' sizes
   RETRIEVAL_1M=(--sizes 1000000 --clustered '' --reps 3)
   SAMPLER=(--batch 64 --prompt 512 --new_tokens 256)
   TRAIN_STEP=(--batch 8 --seq 2048)
-  LIMITS=(120 200 90 90)
+  declare -A LIMIT_S=([retrieval]=120 [retrieval_1m]=200 [sampler]=90 [train_step]=90)
 elif [ "${SCALE}" = cpu ]; then
   RETRIEVAL=(--sizes 2000 --clustered '' --reps 50)
-  RETRIEVAL_1M=(--sizes 20000 --clustered '' --reps 3)
+  RETRIEVAL_1M=(--sizes 20000 --clustered '' --reps 3)  # the 1M slot, at a size a CPU runs
   SAMPLER=(--batch 2 --prompt 16 --new_tokens 4 --repeats 1)
   TRAIN_STEP=(--batch 1 --seq 64 --peak_size 512 --repeats 1)
-  LIMITS=(120 120 300 600)
+  declare -A LIMIT_S=([retrieval]=120 [retrieval_1m]=120 [sampler]=300 [train_step]=600)
 else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
@@ -43,21 +43,21 @@ source launch/device_env.sh
 "${PYTHON}" -c 'import jax; print("jax", jax.__version__, jax.devices())' || exit 1
 
 unfinished=()
-check() {  # check NAME LIMIT_S COMMAND...
-  local name="$1" limit="$2"
-  shift 2
+check() {  # check NAME COMMAND...: runs COMMAND within LIMIT_S[NAME] seconds
+  local name="$1" limit="${LIMIT_S[$1]}"
+  shift
   echo "== ${name} (limit ${limit} s)"
   timeout "${limit}" "$@" 2>&1 | tee "${OUT}/${name}.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || unfinished+=("${name}")
 }
 
 # The target's sizes first, so that a slow 1M row cannot take them down with it.
-check retrieval "${LIMITS[0]}" "${PYTHON}" -m bench.retrieval "${RETRIEVAL[@]}" \
+check retrieval "${PYTHON}" -m bench.retrieval "${RETRIEVAL[@]}" \
   --out "${OUT}/retrieval_${SCALE}.json"
-check retrieval_1m "${LIMITS[1]}" "${PYTHON}" -m bench.retrieval "${RETRIEVAL_1M[@]}" \
+check retrieval_1m "${PYTHON}" -m bench.retrieval "${RETRIEVAL_1M[@]}" \
   --out "${OUT}/retrieval_1m_${SCALE}.json"
-check sampler "${LIMITS[2]}" "${PYTHON}" -m bench.sampler --model qwen2_5_0_5b "${SAMPLER[@]}" \
+check sampler "${PYTHON}" -m bench.sampler --model qwen2_5_0_5b "${SAMPLER[@]}" \
   --dtype bfloat16 --out "${OUT}/sampler_${SCALE}.json"
-check train_step "${LIMITS[3]}" "${PYTHON}" -m bench.train_step --model qwen2_5_0_5b \
+check train_step "${PYTHON}" -m bench.train_step --model qwen2_5_0_5b \
   "${TRAIN_STEP[@]}" --dtype bfloat16 --out "${OUT}/train_step_${SCALE}.json"
 echo "unfinished: ${unfinished[*]:-none}"
