@@ -30,7 +30,7 @@ from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import layouts
 from memex_jax.envs.alfworld import pddl
-from memex_jax.envs.alfworld import pool as env_pool
+from memex_jax.envs import pool as env_pool
 from memex_jax.envs.alfworld import sampling
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.models import pretrained
@@ -81,7 +81,7 @@ def bench_pool(games: list[str], workers: int, episodes: int, steps: int) -> dic
   rng = random.Random(0)
   schedule = env_pool.episode_schedule(games, episodes, seed=0)
   with env_pool.EnvPool(factory, workers) as pool:
-    warmup = [env_pool.Episode(-1 - i, games[0]) for i in range(workers)]
+    warmup = [env_pool.PoolEpisode(-1 - i, games[0]) for i in range(workers)]
     pool.start(warmup)  # worker start-up (imports) is not part of the measurement
     pool.release([e.episode_id for e in warmup])
     reset_s = step_s = 0.0
@@ -126,7 +126,7 @@ def bench_loop(games: list[str], workers: int, episodes: int, steps: int) -> dic
   schedule = env_pool.episode_schedule(games, episodes, seed=0)
   factory = functools.partial(alfworld_env.AlfWorldEnv, alfworld_env.AlfWorldConfig())
   with env_pool.EnvPool(factory, workers) as pool:
-    warmup = [env_pool.Episode(-1 - i, games[0]) for i in range(workers)]
+    warmup = [env_pool.PoolEpisode(-1 - i, games[0]) for i in range(workers)]
     pool.start(warmup)  # worker start-up (imports) is not part of the measurement
     pool.release([e.episode_id for e in warmup])
     n_steps, start = 0, time.perf_counter()

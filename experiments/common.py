@@ -24,7 +24,7 @@ from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games as games_lib
 from memex_jax.envs.alfworld import generate as generate_lib
-from memex_jax.envs.alfworld import pool as pool_lib
+from memex_jax.envs import pool as pool_lib
 from memex_jax.models import gguf_io
 from memex_jax.models import quant
 from memex_jax.models.config import ModelConfig

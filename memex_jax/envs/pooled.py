@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from memex_jax.envs.alfworld import pool as pool_lib
+from memex_jax.envs import pool as pool_lib
 
 # (observation, done, won, info), as `Env.step` returns it.
 StepOutcome = tuple[str, bool, bool, dict[str, Any]]
@@ -57,7 +57,7 @@ def reset_together(envs: Sequence[PooledEnv],
   # The agent loop may have stopped an episode (step budget, Finish) before the engine said done.
   pool.release([env.episode_id for env in envs if env.episode_id in pool.running])
   results = {r.episode_id: r for r in pool.start(
-      [pool_lib.Episode(env.episode_id, task) for env, task in zip(envs, tasks)])}
+      [pool_lib.PoolEpisode(env.episode_id, task) for env, task in zip(envs, tasks)])}
   replies: list[tuple[str, str] | str] = []
   for env in envs:
     result = results[env.episode_id]

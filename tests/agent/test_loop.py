@@ -7,7 +7,7 @@ import pytest
 
 from memex_jax.agent import (AgentConfig, EpisodeSpec, Message, ScriptedPolicy, Turn,
                              run_episodes)
-from memex_jax.envs.alfworld.pool import EnvPool
+from memex_jax.envs.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask, vault_code
 

@@ -1,7 +1,7 @@
 """envs.batch: one pool call per round for pooled views, plain envs in turn, errors per episode."""
 
 from memex_jax.envs import batch
-from memex_jax.envs.alfworld.pool import EnvPool
+from memex_jax.envs.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask
 

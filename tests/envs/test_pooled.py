@@ -4,7 +4,7 @@ import os
 import signal
 
 from memex_jax.envs import pooled
-from memex_jax.envs.alfworld.pool import EnvPool
+from memex_jax.envs.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask
 

@@ -1,4 +1,4 @@
-"""Shared ALFWorld fixtures: a small generated split covering all six task types, and what the
+"""Shared ALFWorld fixtures (the generated split itself is in tests/envs/conftest.py): what the
 demonstration tests share (renderer, config, engine, the split's small scenes, broken games)."""
 
 import json
@@ -10,26 +10,11 @@ import pytest
 from memex_jax.agent import ChatRenderer
 from memex_jax.envs.alfworld import demonstrations
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld.env import AlfWorldEnv
 
 # Small scenes keep the engine fast; a lower threshold makes them long enough to need memory.
 MAX_RECEPTACLES = 12
 DEMONSTRATION_THRESHOLD = 1024
-
-
-@pytest.fixture(scope="session")
-def games_root(tmp_path_factory):
-  """Output root holding 12 valid_seen games (seed 0) and their manifest."""
-  root = tmp_path_factory.mktemp("alfworld_games")
-  generate.generate_split(str(root), "valid_seen", num=12, seed=0, workers=1, progress=False)
-  return str(root)
-
-
-@pytest.fixture(scope="session")
-def manifest(games_root):
-  return generate.generate_split(games_root, "valid_seen", num=12, seed=0, workers=1,
-                                 progress=False)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld import pool as env_pool
+from memex_jax.envs import pool as env_pool
 
 
 def _wait_until_dead(pid, timeout_s=10.0):
@@ -57,7 +57,7 @@ def test_schedule_is_deterministic_per_seed():
 @pytest.mark.slow
 def test_crash_and_hang_end_only_their_episode(pool, small_games):
   (g0, g1, g2), (w0, w1, w2) = small_games
-  started = pool.start([env_pool.Episode(7, g1), env_pool.Episode(3, g0)])
+  started = pool.start([env_pool.PoolEpisode(7, g1), env_pool.PoolEpisode(3, g0)])
   assert [r.episode_id for r in started] == [3, 7] and not any(r.failed for r in started)
   assert started[0].observation == "You are in the middle of a room."
 
@@ -72,7 +72,7 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   assert pool.running == [7] and pool.restarts == 1
 
   # The replaced worker plays a new episode to a win.
-  (started,) = pool.start([env_pool.Episode(11, g2)])
+  (started,) = pool.start([env_pool.PoolEpisode(11, g2)])
   assert not started.failed and pool.worker_pid(11) != victim
   for command in w2:
     (result,) = pool.step({11: command})
@@ -84,7 +84,7 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   (result,) = pool.step({7: w1[1]})
   assert result.failed and "worker hung" in result.reason and pool.restarts == 2
   pool.step_timeout_s = 20.0
-  (started,) = pool.start([env_pool.Episode(12, g1)])
+  (started,) = pool.start([env_pool.PoolEpisode(12, g1)])
   assert not started.failed
   idle_victim = pool.worker_pid(12)
   for command in w1:
@@ -94,7 +94,7 @@ def test_crash_and_hang_end_only_their_episode(pool, small_games):
   # A worker that dies between episodes is replaced before the next one starts.
   os.kill(idle_victim, signal.SIGKILL)
   _wait_until_dead(idle_victim)
-  started = pool.start([env_pool.Episode(13, g0), env_pool.Episode(14, g2)])
+  started = pool.start([env_pool.PoolEpisode(13, g0), env_pool.PoolEpisode(14, g2)])
   assert not any(r.failed for r in started), [r.reason for r in started]
   assert pool.restarts == 3
   pool.release([13, 14])
@@ -105,14 +105,14 @@ def test_bad_requests_are_clear(pool, tmp_path):
   pool.release(pool.running)
   with pytest.raises(KeyError, match="not running"):
     pool.step({999: "look"})
-  (result,) = pool.start([env_pool.Episode(50, str(tmp_path))])
+  (result,) = pool.start([env_pool.PoolEpisode(50, str(tmp_path))])
   assert result.failed and "no ALFWorld game" in result.reason
   assert 50 not in pool.running
   # More episodes than workers: the lowest ids start (and fail here: no game), the rest fail alone.
-  results = pool.start([env_pool.Episode(i, str(tmp_path)) for i in (62, 60, 61)])
+  results = pool.start([env_pool.PoolEpisode(i, str(tmp_path)) for i in (62, 60, 61)])
   assert [r.episode_id for r in results] == [60, 61, 62] and all(r.failed for r in results)
   assert ["no ALFWorld game" in r.reason for r in results] == [True, True, False]
   assert results[2].reason == "all 2 workers of the pool are running episodes"
   assert pool.running == []
   with pytest.raises(ValueError, match="new and distinct"):
-    pool.start([env_pool.Episode(70, str(tmp_path))] * 2)
+    pool.start([env_pool.PoolEpisode(70, str(tmp_path))] * 2)

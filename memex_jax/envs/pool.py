@@ -21,7 +21,7 @@ from memex_jax.envs import base
 
 
 @dataclasses.dataclass(frozen=True)
-class Episode:
+class PoolEpisode:
   """One episode to play: a stable id and the task handed to `Env.reset`."""
 
   episode_id: int
@@ -52,7 +52,7 @@ class StepResult:
   reason: str = ""
 
 
-def episode_schedule(tasks: Sequence[Any], num_episodes: int, seed: int) -> list[Episode]:
+def episode_schedule(tasks: Sequence[Any], num_episodes: int, seed: int) -> list[PoolEpisode]:
   """Deterministic episodes for a seed: passes over `tasks`, each pass shuffled by the seed."""
   if not tasks:
     raise ValueError("episode_schedule needs at least one task")
@@ -62,7 +62,7 @@ def episode_schedule(tasks: Sequence[Any], num_episodes: int, seed: int) -> list
     chunk = list(tasks)
     rng.shuffle(chunk)
     order.extend(chunk)
-  return [Episode(i, task) for i, task in enumerate(order[:num_episodes])]
+  return [PoolEpisode(i, task) for i, task in enumerate(order[:num_episodes])]
 
 
 def _worker_main(conn: connection.Connection, env_factory: Callable[[], base.Env]) -> None:
@@ -141,7 +141,7 @@ class EnvPool:
   def running(self) -> list[int]:
     return sorted(self._slot_of)
 
-  def start(self, episodes: Sequence[Episode]) -> list[StartResult]:
+  def start(self, episodes: Sequence[PoolEpisode]) -> list[StartResult]:
     """Resets a free worker for each episode; results in episode-id order.
 
     With more episodes than free workers, the lowest ids start and the rest fail alone (their
