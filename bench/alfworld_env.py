@@ -26,7 +26,7 @@ import time
 from bench import report
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, run_episodes
 from memex_jax.envs.alfworld import catalog
-from memex_jax.envs.alfworld import demonstrations
+from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import layouts
 from memex_jax.envs.alfworld import pddl
@@ -114,7 +114,7 @@ def admissible(observation: str) -> list[str]:
 def bench_loop(games: list[str], workers: int, episodes: int, steps: int) -> dict[str, float]:
   """`run_episodes` over pooled envs, `workers` episodes per call, `steps` random actions each."""
   renderer = ChatRenderer(Tokenizer.from_gguf(pretrained.smollm2_gguf_path()))
-  config = demonstrations.smollm2_agent_config(max_steps=steps, context_window=1 << 20,
+  config = smollm2_alfworld(max_steps=steps, context_window=1 << 20,
                                                threshold=1 << 19)
   rng = random.Random(0)
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 
 from bench import report
-from memex_jax import flops
+from memex_jax.runs import flops
 from bench.sampler import MODELS
 from memex_jax.models import logprobs as logprobs_lib
 from memex_jax.models import transformer

@@ -5,14 +5,17 @@ r"""Success, steps, peak working context and memory-tool use of a checkpoint, pe
 
 Greedy decoding, games in a fixed order, the same checkpoint under each regime. Episodes decode
 data-parallel on `config.mesh` (default: every device), `config.batch_episodes` at a time, rounded
-up to split evenly over it. Prints a table with standard errors and writes `evaluation.json` and
-`evaluation.png` under the workdir.
+up to split evenly over it. Every episode's trajectory (conversation, memory store, metrics) is
+appended to `trajectories/<split>_<regime>.jsonl` as its chunk finishes, so a stopped evaluation
+keeps what it played and the same command resumes with the first unfinished chunk. Prints a
+table with standard errors and writes `evaluation.json` and `evaluation.png` under the workdir.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -20,59 +23,92 @@ import jax
 from ml_collections import config_flags
 import tqdm
 
-from experiments import common
 from memex_jax import parallel
-from memex_jax import plots
-from memex_jax.agent import ChatRenderer, EpisodeSpec, run_episodes
-from memex_jax.envs.alfworld import generate as generate_lib
+from memex_jax import runs
+from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, records, run_episodes
+from memex_jax.envs.alfworld import env as alfworld_env
+from memex_jax.envs.alfworld import generate
+from memex_jax.envs.alfworld.instructions import INSTRUCTIONS
 from memex_jax.envs.pooled import PooledEnv
+from memex_jax.models.policy import load_policy, serving_view
+from memex_jax.runs import plots
 from memex_jax.sampling import Sampler, SamplerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/evaluate.py")
 
 
-def evaluate(c, sampler, renderer, pool, games, regime: str, desc: str):
-  """Trajectories of `games` under one memory regime, as many at a time as the sampler has slots."""
-  agent_cfg = common.agent_config(c.agent, mode=regime)
-  trajectories = []
+def evaluate(c: Any, sampler: Sampler, renderer: ChatRenderer, pool: Any, games: list[str],
+             regime: str, path: pathlib.Path) -> list[dict[str, Any]]:
+  """The records of `games` under one memory regime, read from `path` where already played,
+  played (and appended to `path`) chunk by chunk otherwise."""
+  agent_cfg = runs.from_section(AgentConfig, c.agent, "config.agent", mode=regime,
+                                env_instructions=INSTRUCTIONS)
+  done = {r["index"]: r for r in records.read_records(path)}
   at_once = sampler.config.num_slots
-  for start in tqdm.trange(0, len(games), at_once, desc=desc):
-    chunk = games[start:start + at_once]
-    specs = [EpisodeSpec(PooledEnv(pool, i), game, group_id=start + i)
-             for i, game in enumerate(chunk)]
-    trajectories += run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=start)
-  return trajectories
+  episodes = tqdm.tqdm(total=len(games), desc=f"{path.stem} episodes", initial=len(done))
+  turns = tqdm.tqdm(desc=f"{path.stem} turns", unit="turn")
+  for start in range(0, len(games), at_once):
+    chunk = range(start, min(start + at_once, len(games)))
+    if all(i in done for i in chunk):
+      continue  # a chunk is replayed whole, so its episodes decode as in an unbroken run
+    specs = [EpisodeSpec(PooledEnv(pool, i - start), games[i], group_id=i) for i in chunk]
+    trajectories = run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=start,
+                                on_round=turns.update)
+    new = [records.trajectory_record(t, index=i, game=games[i])
+           for i, t in zip(chunk, trajectories) if i not in done]
+    records.write_records(path, new, append=True)
+    done.update((r["index"], r) for r in new)
+    episodes.update(len(new))
+  episodes.close()
+  turns.close()
+  return [done[i] for i in range(len(games))]
 
 
+def check_resumable(c: Any, out: pathlib.Path) -> None:
+  """Records what is evaluated; refuses a workdir whose trajectories came from something else."""
+  what = {"checkpoint": c.checkpoint, "seed": c.seed, "batch_episodes": c.batch_episodes,
+          **{k: c[k].to_dict() for k in ("model", "games", "env", "agent", "chat")}}
+  path = out / "trajectories" / "evaluated.json"
+  if path.exists():
+    before = json.loads(path.read_text())
+    if before != json.loads(json.dumps(what)):
+      changed = sorted(k for k in what if before.get(k) != json.loads(json.dumps(what[k])))
+      raise SystemExit(f"{out} holds the trajectories of another evaluation (differs in "
+                       f"{changed}); use another --config.workdir")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(what, indent=1))
+
+
+@runs.exits_on_config_error
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
-  mesh = common.start_run(c.mesh)
-  model_cfg, params, tokenizer = common.load_model(c.model)
+  mesh = runs.start_run(c.mesh)
+  out = pathlib.Path(c.workdir)
+  check_resumable(c, out)
+  model_cfg, params, tokenizer = runs.from_section(load_policy, c.model, "config.model")
   if c.checkpoint:
-    params = common.import_params(c.checkpoint, params)
-  model_cfg, params = common.sampler_view(model_cfg, params)
+    params = runs.import_params(c.checkpoint, params)
   slots = parallel.round_up_batch(c.batch_episodes, mesh)
-  sampler = Sampler(model_cfg, params, tokenizer, SamplerConfig(
+  sampler = Sampler(*serving_view(model_cfg, params), tokenizer, SamplerConfig(
       num_slots=slots, cache_length=c.agent.context_window, temperature=0.0, seed=c.seed),
       mesh=mesh)
   print(f"decoding {slots} episodes at a time on a {dict(mesh.shape)} mesh")
-  renderer = ChatRenderer(tokenizer, c.agent.assistant_prefix)
+  renderer = runs.from_section(ChatRenderer, c.chat, "config.chat", tokenizer=tokenizer)
   rows, results = [], {}
-  pool = common.make_pool(c.env, slots)
+  pool = runs.from_section(alfworld_env.make_pool, c.env, "config.env", num_workers=slots)
   try:
     for split in c.splits:
-      num = generate_lib.OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games
-      games = common.alfworld_games(c.env, split=split, num=num)
+      num = generate.OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games
+      games = runs.from_section(generate.games_for, c.games, "config.games", split=split, num=num)
       for regime in c.regimes:
-        summary = common.summarize(evaluate(c, sampler, renderer, pool, games, regime,
-                                            f"{split}/{regime}"))
+        played = evaluate(c, sampler, renderer, pool, games, regime,
+                          out / "trajectories" / f"{split}_{regime}.jsonl")
+        summary = records.summarize([r["metrics"] for r in played])
         results[f"{split}/{regime}"] = summary
         rows.append({"label": f"{split}\n{regime}", **summary})
   finally:
     pool.close()
-  out = pathlib.Path(c.workdir)
-  out.mkdir(parents=True, exist_ok=True)
   (out / "evaluation.json").write_text(json.dumps(
       {"checkpoint": c.checkpoint, "results": results}, indent=1))
   print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} "
@@ -81,7 +117,8 @@ def main(argv) -> None:
     print(f"{name:28s} {s['success']:7.3f} ± {s['success_se']:.3f} {s['steps']:7.1f} "
           f"{s['peak_working']:9.0f} {s['num_compress']:8.2f} {s['num_read']:6.2f}")
   plots.plot_evaluation(rows, out)
-  print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.png'}")
+  print(f"wrote {out / 'evaluation.json'}, {out / 'evaluation.png'} and the trajectories under "
+        f"{out / 'trajectories'}")
 
 
 if __name__ == "__main__":

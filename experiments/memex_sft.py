@@ -3,11 +3,12 @@ r"""SFT warm start: next-token loss on the assistant tokens of Memex-format expe
   python -m experiments.memex_sft --config experiments/configs/memex_sft.py \
       --config.workdir=/tmp/memex_sft
 
-Generates ALFWorld games and demonstrations when missing, packs demonstration segments into
-fixed [rows, seq_len] batches (truncations counted), trains until `num_steps` or the smoothed
-loss reaches `target_loss`, and exports params that memex_grpo can start from. Checkpoints every
-`checkpoint.every` steps and at the end; a killed run resumes from its last complete checkpoint
-with the same batches it would have packed (the packing queue is in the checkpoint).
+Generates ALFWorld games and demonstrations when missing, packs every demonstration segment of
+an epoch into [rows, seq_len] minibatches (truncations counted), steps through them in order,
+epoch after epoch, until `num_steps` or the smoothed loss reaches `target_loss`, and exports
+params that memex_grpo can start from. Checkpoints every `checkpoint.every` steps and at the end;
+a killed run resumes from its last complete checkpoint with the minibatches it would have taken
+(step s trains on minibatch s mod k of the epoch's k).
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ import numpy as np
 from ml_collections import config_flags
 import tqdm
 
-from experiments import common
-from memex_jax import checkpoint as checkpoint_lib
-from memex_jax import parallel
+from memex_jax import demos
 from memex_jax import rl
-from memex_jax import run_log
-from memex_jax.agent.trajectory import Segment
-from memex_jax.envs.alfworld import demonstration_dataset
-from memex_jax.envs.alfworld import demonstrations
+from memex_jax import runs
+from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos import dataset as demo_dataset
+from memex_jax.envs.alfworld import generate
+from memex_jax.models.policy import load_policy
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/memex_sft.py")
 
@@ -41,77 +41,88 @@ class Progress:
   """Where an SFT run stands; the host half of its checkpoints.
 
   Attributes:
-    step: steps taken.
+    step: steps taken (the next one trains on minibatch step mod k).
     smoothed_loss: moving average (0.9) of the step losses; None before the first step.
     truncated: segments cut to seq_len so far.
-    queue: trajectory ids of this epoch's segments not packed yet, in packing order; empty
-      starts the next epoch.
   """
 
   step: int = 0
   smoothed_loss: float | None = None
   truncated: int = 0
-  queue: tuple[int, ...] = ()
 
-  def after(self, loss: float, truncated: int, queue: tuple[int, ...]) -> "Progress":
+  def after(self, loss: float, truncated: int) -> "Progress":
     """The progress one step later, that step having had `loss` and cut `truncated` segments."""
     smoothed = loss if self.smoothed_loss is None else 0.9 * self.smoothed_loss + 0.1 * loss
-    return Progress(self.step + 1, smoothed, self.truncated + truncated, queue)
+    return Progress(self.step + 1, smoothed, self.truncated + truncated)
 
   def to_host(self, num_segments: int) -> dict[str, Any]:
     return {"sft_step": self.step, "sft_loss": self.smoothed_loss,
-            "segments_truncated": self.truncated, "queue": list(self.queue),
-            "num_segments": num_segments}
+            "segments_truncated": self.truncated, "num_segments": num_segments}
 
   @classmethod
   def from_host(cls, host: dict[str, Any]) -> "Progress":
-    return cls(int(host["sft_step"]), host["sft_loss"], int(host["segments_truncated"]),
-               tuple(host["queue"]))
+    return cls(int(host["sft_step"]), host["sft_loss"], int(host["segments_truncated"]))
 
 
-def demonstration_segments(folder: str, seed: int) -> dict[int, Segment]:
-  """Every demonstration segment as a training Segment (no rollout logprobs, no reward), keyed
-  by trajectory id, in the seeded shuffled order each epoch packs them in."""
-  segments = [Segment(token_ids=ids, loss_mask=mask,
-                      rollout_logprobs=np.zeros(len(ids), np.float32), trajectory_id=i,
-                      group_id=0, segment_index=0, messages=(), reward=0.0, metrics=None)
-              for i, (ids, mask) in enumerate(demonstration_dataset.iter_sft_examples(folder))]
-  np.random.default_rng(seed).shuffle(segments)
-  return {s.trajectory_id: s for s in segments}
+@dataclasses.dataclass(frozen=True)
+class Epoch:
+  """Every demonstration segment packed once, as k minibatches of [rows, seq_len].
+
+  Attributes:
+    batch: [k * rows, seq_len] host batch.
+    rows: rows of one minibatch.
+    truncated: [k] segments of each minibatch cut to seq_len.
+    num_segments: segments in the epoch.
+  """
+
+  batch: rl.PackedBatch
+  rows: int
+  truncated: tuple[int, ...]
+  num_segments: int
+
+  @property
+  def num_minibatches(self) -> int:
+    return len(self.truncated)
+
+  def minibatch(self, step: int) -> tuple[rl.PackedBatch, int]:
+    """(minibatch, its truncated segments) that step `step` (0-based) trains on."""
+    i = step % self.num_minibatches
+    return rl.take_rows(self.batch, slice(i * self.rows, (i + 1) * self.rows)), self.truncated[i]
+
+
+def demonstration_epoch(folder: str, seed: int, rows: int, seq_len: int) -> Epoch:
+  """The demonstrations of `folder`, in a seeded shuffled order, packed into one epoch."""
+  samples = rl.supervised_samples(demo_dataset.iter_sft_examples(folder))
+  np.random.default_rng(seed).shuffle(samples)
+  batch, _ = rl.pack_samples(samples, None, rows, seq_len)
+  too_long = {s.trajectory_id for s in samples if len(s.token_ids) > seq_len}
+  truncated = [len(too_long & set(np.unique(batch.trajectory_ids[i:i + rows]).tolist()))
+               for i in range(0, batch.shape[0], rows)]
+  return Epoch(batch, rows, tuple(truncated), len(samples))
 
 
 def demonstrations_dir(c: Any) -> str:
   """The demonstrations folder, written first when it has no summary."""
   demo_dir = c.demos.dir or os.path.join(c.workdir, "demonstrations")
-  if os.path.exists(os.path.join(demo_dir, demonstration_dataset.SUMMARY)):
+  if os.path.exists(os.path.join(demo_dir, demo_dataset.SUMMARY)):
     return demo_dir
-  config = demonstrations.DemonstrationConfig(agent=demonstrations.smollm2_agent_config(
-      context_window=c.demos.context_window, threshold=c.demos.threshold))
-  summary = demonstration_dataset.write_demonstrations(common.alfworld_games(c.env), demo_dir,
-                                                       c.demos.num, c.seed,
-                                                       workers=c.env.workers, config=config)
+  agent = runs.from_section(smollm2_alfworld, c.demos.agent, "config.demos.agent")
+  games = runs.from_section(generate.games_for, c.games, "config.games")
+  summary = demo_dataset.write_demonstrations(games, demo_dir, c.demos.num, c.seed,
+                                              workers=c.games.workers,
+                                              config=demos.DemonstrationConfig(agent=agent))
   print(f"demonstrations: {summary['demonstrations']} written, {summary['failed']} failed; "
         f"{summary['share_crossing_threshold']:.0%} cross the threshold, "
         f"{summary['share_with_used_read']:.0%} use a ReadExperience")
   return demo_dir
 
 
-def next_batch(segments: dict[int, Segment], queue: tuple[int, ...], rows: int,
-               seq_len: int) -> tuple[rl.PackedBatch, rl.PackStats, tuple[int, ...]]:
-  """(batch, stats, queue left) of the next step, first-fit from `queue` (empty: a new epoch)."""
-  batch, pack = rl.pack_segments([segments[i] for i in queue or segments], None, rows, seq_len)
-  return batch, pack, tuple(s.trajectory_id for s in pack.leftovers)
-
-
-def resume(ckpt: checkpoint_lib.Checkpointer, state: rl.TrainState,
+def resume(ckpt: runs.Checkpointer, state: rl.TrainState,
            num_segments: int) -> tuple[rl.TrainState, Progress]:
   """The newest usable checkpoint's (state, progress), or (`state`, a fresh start)."""
-  restored = common.restore_latest(ckpt, state)
+  restored = runs.restore_latest(ckpt, state)
   if restored is None:
     return state, Progress()
-  if "queue" not in restored.host:
-    raise SystemExit(f"checkpoint {restored.step} in {ckpt.directory} has no packing queue (it "
-                     "was written before SFT runs could resume); start in a new workdir")
   if restored.host["num_segments"] != num_segments:
     raise SystemExit(f"checkpoint {restored.step} in {ckpt.directory} trained on "
                      f"{restored.host['num_segments']} demonstration segments, the demonstrations "
@@ -128,57 +139,59 @@ def finished(progress: Progress, c: Any) -> bool:
   return progress.step >= c.num_steps or reached_target(progress, c)
 
 
-def log_step(log: run_log.RunLog, progress: Progress, metrics: Any, fill: float) -> None:
+def log_step(log: runs.RunLog, progress: Progress, metrics: Any, fill: float) -> None:
   log.write(progress.step, {**jax.device_get(metrics), "smoothed_loss": progress.smoothed_loss,
                             "segments_truncated": progress.truncated, "fill": fill}, kind="sft")
   tqdm.tqdm.write(f"step {progress.step}: loss {float(metrics['loss']):.4f} "
                   f"(smoothed {progress.smoothed_loss:.4f})")
 
 
-def train(c: Any, training: common.ShardedTraining, state: rl.TrainState, progress: Progress,
-          segments: dict[int, Segment], ckpt: checkpoint_lib.Checkpointer,
-          log: run_log.RunLog) -> tuple[rl.TrainState, Progress]:
+def train(c: Any, training: runs.ShardedTraining, state: rl.TrainState, progress: Progress,
+          epoch: Epoch, ckpt: runs.Checkpointer,
+          log: runs.RunLog) -> tuple[rl.TrainState, Progress]:
   """Steps from `progress` until `finished`, checkpointing every `checkpoint.every` and last."""
   for _ in tqdm.trange(progress.step, c.num_steps, desc="memex_sft", initial=progress.step,
                        total=c.num_steps):
-    batch, pack, queue = next_batch(segments, progress.queue, c.batch.rows, c.batch.seq_len)
-    state, metrics = training.step_fn(state, parallel.put_batch(batch, training.batch_shardings))
-    progress = progress.after(float(metrics["loss"]), pack.num_truncated, queue)
+    minibatch, truncated = epoch.minibatch(progress.step)
+    state, metrics = training.step_fn(state, minibatch)
+    progress = progress.after(float(metrics["loss"]), truncated)
     done = finished(progress, c)
     if progress.step % c.log_every == 0 or done:
-      log_step(log, progress, metrics, pack.fill)
+      log_step(log, progress, metrics, float(np.mean(minibatch.segment_ids > 0)))
     if progress.step % c.checkpoint.every == 0 or done:
-      ckpt.save(progress.step, state, progress.to_host(len(segments)))
+      ckpt.save(progress.step, state, progress.to_host(epoch.num_segments))
     if done:
       break
   return state, progress
 
 
+@runs.exits_on_config_error
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
-  mesh = common.start_run(c.mesh, c.batch.rows)
-  segments = demonstration_segments(demonstrations_dir(c), c.seed)
-  model_cfg, params, _ = common.load_model(c.model)
-  optimizer = rl.make_optimizer(c.optim.learning_rate, c.optim.weight_decay, c.optim.clip_norm,
-                                warmup_steps=c.optim.warmup_steps)
-  training = common.sharded_training(model_cfg, params, optimizer,
-                                     functools.partial(rl.sft_step, model_cfg, optimizer), mesh,
-                                     c.seed, c.batch)
-  log = run_log.RunLog(c.workdir)
-  ckpt = checkpoint_lib.Checkpointer(os.path.join(c.workdir, "checkpoints"), c.checkpoint.keep)
+  mesh = runs.start_run(c.mesh, c.batch.rows)
+  epoch = demonstration_epoch(demonstrations_dir(c), c.seed, c.batch.rows, c.batch.seq_len)
+  print(f"an epoch: {epoch.num_segments} demonstration segments in {epoch.num_minibatches} "
+        f"minibatches of {c.batch.rows} x {c.batch.seq_len}")
+  model_cfg, params, _ = runs.from_section(load_policy, c.model, "config.model")
+  optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim")
+  training = runs.sharded_training(model_cfg, params, optimizer,
+                                   functools.partial(rl.sft_step, model_cfg, optimizer), mesh,
+                                   c.seed, c.batch.rows, c.batch.seq_len)
+  log = runs.RunLog(c.workdir)
+  ckpt = runs.Checkpointer(os.path.join(c.workdir, "checkpoints"), c.checkpoint.keep)
   try:
-    state, progress = resume(ckpt, training.state, len(segments))
+    state, progress = resume(ckpt, training.state, epoch.num_segments)
     if finished(progress, c):
       print(f"already finished at step {progress.step}; exporting its params")
     else:
-      state, progress = train(c, training, state, progress, segments, ckpt, log)
+      state, progress = train(c, training, state, progress, epoch, ckpt, log)
   finally:
     ckpt.close()
     log.close()
   if reached_target(progress, c):
     print(f"target loss {c.target_loss} reached at step {progress.step}")
-  exported = common.export_params(c.workdir, progress.step, state.params)
+  exported = runs.export_params(c.workdir, progress.step, state.params)
   print(f"SFT params at {exported} (step {progress.step}, smoothed loss "
         f"{progress.smoothed_loss:.4f}); metrics {log.path}")
 

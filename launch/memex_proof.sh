@@ -17,9 +17,9 @@ PYTHON="${PYTHON:-python3}"
 if [ "${SCALE}" = gpu ]; then
   source launch/device_env.sh
   VARIANT=":gpu"
-  SFT=(--config.num_steps=150 --config.demos.num=64 --config.env.num_games=64)
+  SFT=(--config.num_steps=150 --config.demos.num=64 --config.games.num=64)
   RL=(--config.num_iterations=3 --config.rollout.prompts_per_iteration=8
-      --config.rollout.group_size=4 --config.agent.max_steps=30 --config.batch.rows=32
+      --config.rollout.group_size=4 --config.agent.max_steps=30 --config.batch.rows=8
       --config.checkpoint.every=1)
   EVAL=(--config.num_games=64 --config.batch_episodes=64)
 elif [ "${SCALE}" = cpu ]; then

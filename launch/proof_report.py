@@ -9,7 +9,7 @@ import json
 import pathlib
 import sys
 
-from memex_jax import run_log
+from memex_jax.runs import log as run_log
 
 ITERATION_KEYS = ("reward", "success", "num_compress", "num_read", "peak_working", "groups_kept")
 

@@ -26,7 +26,7 @@ import sentencepiece
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
-from memex_jax import gguf_file
+from memex_jax.models import gguf_file
 
 PathLike = str | os.PathLike
 

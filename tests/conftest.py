@@ -1,4 +1,5 @@
-"""Test-session set-up: CPU only, 8 fake devices for the sharding tests, offline hubs."""
+"""Test-session set-up: CPU only, 8 fake devices for the sharding tests, offline hubs; the
+real SmolLM2 weights and tokenizer and a generated ALFWorld split, each made once."""
 
 import os
 
@@ -25,3 +26,20 @@ def smollm2():
   from memex_jax.models import gguf_io  # pylint: disable=g-import-not-at-top
   from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
   return gguf_io.load_gguf(smollm2_gguf_path())
+
+
+@pytest.fixture(scope="session")
+def games_root(tmp_path_factory):
+  """Output root holding 12 valid_seen games (seed 0) and their manifest."""
+  root = tmp_path_factory.mktemp("alfworld_games")
+  from memex_jax.envs.alfworld import generate  # pylint: disable=g-import-not-at-top
+  generate.generate_split(str(root), "valid_seen", num=12, seed=0, workers=1, progress=False)
+  return str(root)
+
+
+@pytest.fixture(scope="session")
+def manifest(games_root):
+  """The split's records (a second call reads the games already there)."""
+  from memex_jax.envs.alfworld import generate  # pylint: disable=g-import-not-at-top
+  return generate.generate_split(games_root, "valid_seen", num=12, seed=0, workers=1,
+                                 progress=False)

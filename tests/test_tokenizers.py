@@ -21,7 +21,7 @@ gguf = pytest.importorskip("gguf")
 sentencepiece = pytest.importorskip("sentencepiece")
 transformers = pytest.importorskip("transformers")
 
-from memex_jax import gguf_file  # pylint: disable=g-import-not-at-top
+from memex_jax.models import gguf_file  # pylint: disable=g-import-not-at-top
 from memex_jax.models import pretrained  # pylint: disable=g-import-not-at-top
 from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
 from memex_jax.tokenizers import _byte_to_char  # pylint: disable=g-import-not-at-top

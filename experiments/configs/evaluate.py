@@ -4,7 +4,8 @@ r"""Greedy evaluation on the valid_seen (140) and valid_unseen (134) ALFWorld sp
       --config.checkpoint=/tmp/memex_grpo/params --config.workdir=/tmp/memex_eval
 
 Each memory regime (Memex, full context with hard truncation, summary-only) runs the same
-checkpoint on the same games with fixed seeds; results are a table, JSON and a PNG.
+checkpoint on the same games with fixed seeds; results are a table, JSON and a PNG, and every
+episode's trajectory is written as it finishes (a stopped evaluation resumes where it stopped).
 `--config.checkpoint=''` evaluates the packaged SmolLM2 weights.
 """
 
@@ -20,8 +21,10 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.workdir = "/tmp/memex_eval"
   c.checkpoint = ""  # a <workdir>/params folder of memex_sft or memex_grpo
   c.model = train.model
+  c.games = train.games  # split and num are set per evaluated split
   c.env = train.env
   c.agent = train.agent
+  c.chat = train.chat
   c.splits = ("valid_seen", "valid_unseen")
   c.num_games = -1  # -1 = the whole split (140 / 134); smaller for a quick look
   c.regimes = ("memex", "full_context", "summary_only")

@@ -10,6 +10,12 @@ The paper's setting on a GPU (32 prompts x 8 rollouts, int4 QAT rollout and trai
 
   python -m experiments.memex_grpo --config experiments/configs/memex_grpo.py:gpu \
       --config.workdir=/tmp/memex_grpo_gpu
+
+Each section configures one step and is built into its object as a whole
+(`memex_jax.runs.from_section`): model -> `load_policy`, games -> `generate.games_for`, env ->
+`alfworld.env.make_pool`, agent -> `AgentConfig`, chat -> `ChatRenderer`, sampler ->
+`SamplerConfig`, advantage -> `rl.advantage_fn`, loss -> `rl.LossConfig`, optim ->
+`rl.make_optimizer`.
 """
 
 import ml_collections
@@ -32,13 +38,15 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model.int4 = gpu  # int4 QAT training and int4 rollouts (the Memex recipe)
   c.model.remat = True  # recompute each layer in the backward: activations of long rows are large
 
+  c.games = ml_collections.ConfigDict()
+  c.games.dir = ""  # "" = generate under ~/.cache/memex_jax/alfworld
+  c.games.split = "train"
+  c.games.num = 3553 if gpu else 8
+  c.games.seed = 0
+  c.games.workers = 16 if gpu else 2  # generation processes
+
   c.env = ml_collections.ConfigDict()
-  c.env.games_dir = ""  # "" = generate under ~/.cache/memex_jax/alfworld
-  c.env.split = "train"
-  c.env.num_games = 3553 if gpu else 8
-  c.env.game_seed = 0
   c.env.harder = True
-  c.env.workers = 16 if gpu else 2
   c.env.step_timeout_s = 60.0
 
   c.agent = ml_collections.ConfigDict()
@@ -50,13 +58,21 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.threshold = 2048 if gpu else 128
   c.agent.max_turn_tokens = 512 if gpu else 48
   c.agent.summary_token_budget = 300
-  c.agent.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"
+
+  c.chat = ml_collections.ConfigDict()
+  c.chat.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"
 
   c.rollout = ml_collections.ConfigDict()
   c.rollout.prompts_per_iteration = 32 if gpu else 2
   c.rollout.group_size = 8 if gpu else 2
-  c.rollout.temperature = 1.0
-  c.rollout.top_p = 1.0
+
+  c.sampler = ml_collections.ConfigDict()  # the learner's logprobs use the same temperature
+  c.sampler.temperature = 1.0
+  c.sampler.top_p = 1.0
+
+  c.advantage = ml_collections.ConfigDict()
+  c.advantage.name = "grpo"
+  c.advantage.drop_uniform_groups = True
 
   c.loss = ml_collections.ConfigDict()
   c.loss.clip_low = 0.2
@@ -65,19 +81,21 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.loss.kl_coef = 0.001
   c.loss.entropy_coef = 0.0
   c.loss.normalisation = "token_mean"
-  c.loss.drop_uniform_groups = True
 
   c.optim = ml_collections.ConfigDict()
   # The paper's 5e-6 is for 7B-class models; a 135M model moves at a larger step.
   c.optim.learning_rate = 1e-5
   c.optim.weight_decay = 0.1
   c.optim.clip_norm = 1.0
-  c.optim.ppo_epochs = 1
-  c.optim.minibatches = 4 if gpu else 1
 
+  c.ppo = ml_collections.ConfigDict()
+  c.ppo.epochs = 1
+
+  # One learner step's [rows, seq_len] minibatch. An iteration packs every segment it generated
+  # into as many minibatches as they need (one update each per epoch): nothing is dropped, and
+  # the step compiles once.
   c.batch = ml_collections.ConfigDict()
-  # CPU: one group's two segments per iteration; a second kept group waits as leftovers.
-  c.batch.rows = 64 if gpu else 2
+  c.batch.rows = 16 if gpu else 2
   c.batch.seq_len = 8192 if gpu else 1536
 
   c.mesh = ml_collections.ConfigDict()

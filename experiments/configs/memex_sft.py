@@ -26,13 +26,15 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.workdir = "/tmp/memex_sft"
   c.seed = 0
   c.model = rl.model
-  c.env = rl.env
-  c.env.num_games = 512 if gpu else 4
+  c.games = rl.games
+  c.games.num = 512 if gpu else 4
   c.demos = ml_collections.ConfigDict()
   c.demos.num = 1024 if gpu else 4
   c.demos.dir = ""  # "" = <workdir>/demonstrations, written if missing
-  c.demos.context_window = 8192
-  c.demos.threshold = 2048
+  c.demos.agent = ml_collections.ConfigDict()  # overrides of the SmolLM2 ALFWorld agent preset
+  c.demos.agent.context_window = 8192
+  c.demos.agent.threshold = 2048
+  # One step's [rows, seq_len] minibatch; an epoch packs every demonstration segment.
   c.batch = ml_collections.ConfigDict()
   c.batch.rows = 8 if gpu else 1
   c.batch.seq_len = 8192 if gpu else 2048  # the system prompt alone is ~950 tokens

@@ -27,6 +27,7 @@ from memex_jax.envs.batch import ResetReply, StepReply
 from memex_jax.memory import (COMPRESS, FINISH, MEMORY_TOOLS, ContextStatus, ContextUsage,
                               ExperienceStore, ExperienceStoreError, ToolArgumentError,
                               build_summary, plan_compression, string_argument)
+from memex_jax.rl.sample import Sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,12 +310,12 @@ class Episode:
         p_context=reward.context, p_redundancy=reward.redundancy, p_format=reward.format,
         reward=reward.total, finish_reason=self.finish_reason)
     segments = tuple(
-        traj.Segment(
+        traj.Segment(messages=tuple(p.message for p in pieces), sample=Sample(
             token_ids=np.asarray([i for p in pieces for i in p.ids], np.int32),
             loss_mask=np.asarray([m for p in pieces for m in p.mask], np.int32),
             rollout_logprobs=np.asarray([x for p in pieces for x in p.logprobs], np.float32),
-            trajectory_id=trajectory_id, group_id=self.group_id, segment_index=index,
-            messages=tuple(p.message for p in pieces), reward=reward.total, metrics=metrics)
+            trajectory_id=trajectory_id, group_id=self.group_id, reward=reward.total,
+            index=index))
         for index, pieces in enumerate(closed))
     return traj.Trajectory(trajectory_id, self.group_id, self.task_text, segments,
                            self.store.export(), self.answer, reward, metrics, self.error)

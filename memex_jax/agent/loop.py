@@ -9,7 +9,7 @@ engines step in parallel. Episodes end independently.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from memex_jax.agent.chat import ChatRenderer
 from memex_jax.agent.config import AgentConfig
@@ -37,7 +37,8 @@ class EpisodeSpec:
 
 
 def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRenderer,
-                 config: AgentConfig, first_trajectory_id: int = 0) -> list[Trajectory]:
+                 config: AgentConfig, first_trajectory_id: int = 0,
+                 on_round: Callable[[int], None] | None = None) -> list[Trajectory]:
   """Runs every episode to its end; returns their trajectories in `specs` order.
 
   Args:
@@ -46,6 +47,7 @@ def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRen
     renderer: the ChatML renderer over the policy's tokenizer.
     config: memory regime, budgets, tools.
     first_trajectory_id: trajectory ids are first_trajectory_id + i.
+    on_round: called after each round with the number of turns it took (progress bars).
   """
   system_prompt = build_system_prompt(config.tool_schemas(), config.mode,
                                       config.env_instructions)
@@ -69,5 +71,7 @@ def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRen
         policy.release(request.episode_id)
       else:
         next_requests.append(follow_up)
+    if on_round is not None:
+      on_round(len(requests))
     requests = next_requests
   return [episode.trajectory(first_trajectory_id + i) for i, episode in enumerate(episodes)]

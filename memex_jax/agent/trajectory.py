@@ -1,4 +1,5 @@
-"""Segments and trajectories: what the agent loop hands to the learner and to evaluation."""
+"""Segments and trajectories: what the agent loop hands to evaluation, and (as `rl.Sample`s)
+to the learner."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from memex_jax.agent.chat import Message
 from memex_jax.agent.rewards import RewardBreakdown
+from memex_jax.rl.sample import Sample
 
 # Why an episode ended.
 FINISHED = "finish"  # The agent called Finish.
@@ -63,31 +65,17 @@ class EpisodeMetrics:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-  """One self-contained training sample: the context between two compressions.
+  """The context between two compressions: its conversation and what the learner trains on.
 
   Segment 0 starts from [system, task]; segment i > 0 from [system, task, summary_{i-1}].
 
   Attributes:
-    token_ids: [T] int32, the exact ids the policy saw and sampled.
-    loss_mask: [T] int32, 1 on tokens the policy sampled in this segment, else 0.
-    rollout_logprobs: [T] float32, the sampler's logprob of each sampled token, 0 elsewhere.
-    trajectory_id: the episode this segment belongs to.
-    group_id: the prompt group (GRPO normalises rewards within a group).
-    segment_index: position within the trajectory.
     messages: the segment's conversation as text (auditing, demonstrations).
-    reward: the trajectory's R, shared by all its segments.
-    metrics: the trajectory's metrics.
+    sample: its tokens, loss mask and rollout logprobs, with the trajectory's ids and reward.
   """
 
-  token_ids: np.ndarray
-  loss_mask: np.ndarray
-  rollout_logprobs: np.ndarray
-  trajectory_id: int
-  group_id: int
-  segment_index: int
   messages: tuple[Message, ...]
-  reward: float
-  metrics: EpisodeMetrics
+  sample: Sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +86,7 @@ class Trajectory:
     trajectory_id: unique id within the run.
     group_id: the prompt group.
     task_text: the task instruction.
-    segments: the training samples, in order.
+    segments: its segments, in order.
     memory: the experience store D, exported whole (index -> content, description, step).
     answer: the Finish answer, if any.
     reward: Eq. 1 term by term.
@@ -115,3 +103,8 @@ class Trajectory:
   reward: RewardBreakdown
   metrics: EpisodeMetrics
   error: str = ""
+
+  @property
+  def samples(self) -> tuple[Sample, ...]:
+    """What the learner trains on: one sample per segment."""
+    return tuple(segment.sample for segment in self.segments)

@@ -16,7 +16,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from memex_jax import gguf_file
+from memex_jax.models import gguf_file
 from memex_jax.models import hf_io
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig, RopeScaling

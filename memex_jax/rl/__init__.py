@@ -1,20 +1,25 @@
-"""MemexRL learning: segment packing, GRPO advantages, the policy loss and the learner step."""
+"""MemexRL learning: samples, packing, GRPO advantages, the policy loss and the learner step.
 
-from memex_jax.rl.advantages import (ADVANTAGE_ESTIMATORS, AdvantageResult, estimate_advantages,
-                                     grpo, trajectory_rewards)
-from memex_jax.rl.batch import (PADDING_SEGMENT, PADDING_TRAJECTORY, PackedBatch, PackStats,
-                                empty_batch, pack_segments)
+Imports no agent type: whatever produces `Sample`s (the agent loop, the copilot) can train here.
+"""
+
+from memex_jax.rl.advantages import (ADVANTAGE_ESTIMATORS, AdvantageResult, advantage_fn,
+                                     estimate_advantages, grpo, trajectory_rewards)
 from memex_jax.rl.learner import (LOGPROB_FIELDS, TrainState, fill_logprobs, jit_sft_step,
-                                  jit_train_step, make_optimizer, ppo_iteration, sft_step,
+                                  jit_train_step, make_optimizer, ppo_epochs, sft_step,
                                   token_logprobs, train_step)
 from memex_jax.rl.losses import (NORMALISATIONS, LossConfig, policy_loss, sequence_mean_weights,
                                  sft_loss, token_mean_weights, trajectory_mean_weights)
+from memex_jax.rl.packing import (PADDING_SEGMENT, PADDING_TRAJECTORY, PackedBatch, PackStats,
+                                  empty_batch, map_minibatches, pack_samples, take_rows)
+from memex_jax.rl.sample import Sample, supervised_samples
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "AdvantageResult", "LOGPROB_FIELDS", "LossConfig", "NORMALISATIONS",
-    "PADDING_SEGMENT", "PADDING_TRAJECTORY", "PackStats", "PackedBatch", "TrainState",
-    "empty_batch", "estimate_advantages", "fill_logprobs", "grpo", "jit_sft_step",
-    "jit_train_step", "make_optimizer", "pack_segments", "policy_loss", "ppo_iteration",
-    "sequence_mean_weights", "sft_loss", "sft_step", "token_logprobs", "token_mean_weights",
-    "train_step", "trajectory_mean_weights", "trajectory_rewards",
+    "PADDING_SEGMENT", "PADDING_TRAJECTORY", "PackStats", "PackedBatch", "Sample", "TrainState",
+    "advantage_fn", "empty_batch", "estimate_advantages", "fill_logprobs", "grpo", "jit_sft_step",
+    "jit_train_step", "make_optimizer", "map_minibatches", "pack_samples", "policy_loss",
+    "ppo_epochs", "sequence_mean_weights", "sft_loss", "sft_step", "supervised_samples",
+    "take_rows", "token_logprobs", "token_mean_weights", "train_step", "trajectory_mean_weights",
+    "trajectory_rewards",
 ]

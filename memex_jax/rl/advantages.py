@@ -1,19 +1,21 @@
 """Advantage estimators over trajectories, by name.
 
-Advantages are computed per trajectory, never per segment: a trajectory that compressed k
-times has k + 1 segments, and counting each would weight it k + 1 times in its group's mean
-and std. Every segment then inherits its trajectory's advantage (see `pack_segments`).
+Advantages are computed per trajectory, never per sample: a trajectory that compressed k
+times has k + 1 samples (segments), and counting each would weight it k + 1 times in its
+group's mean and std. Every sample then inherits its trajectory's advantage (see
+`pack_samples`).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Callable, Mapping, Sequence
+import inspect
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from memex_jax.agent.trajectory import Segment
+from memex_jax.rl.sample import Sample
 
 # Rewards closer than this count as equal when deciding that a group carries no signal.
 _TIE_ATOL = 1e-9
@@ -52,19 +54,19 @@ class AdvantageResult:
     return out
 
 
-def trajectory_rewards(segments: Sequence[Segment]) -> tuple[dict[int, float], dict[int, int]]:
-  """(trajectory id -> reward, trajectory id -> group id) from segments.
+def trajectory_rewards(samples: Sequence[Sample]) -> tuple[dict[int, float], dict[int, int]]:
+  """(trajectory id -> reward, trajectory id -> group id) from samples.
 
   Raises:
-    ValueError: segments of one trajectory disagree on its reward or group.
+    ValueError: samples of one trajectory disagree on its reward or group.
   """
   rewards: dict[int, float] = {}
   groups: dict[int, int] = {}
-  for s in segments:
+  for s in samples:
     tid = s.trajectory_id
     if tid in rewards and (rewards[tid] != s.reward or groups[tid] != s.group_id):
       raise ValueError(
-          f"segments of trajectory {tid} disagree: reward {rewards[tid]} vs {s.reward}, "
+          f"samples of trajectory {tid} disagree: reward {rewards[tid]} vs {s.reward}, "
           f"group {groups[tid]} vs {s.group_id}")
     rewards[tid], groups[tid] = float(s.reward), int(s.group_id)
   return rewards, groups
@@ -110,10 +112,22 @@ AdvantageFn = Callable[..., AdvantageResult]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo}
 
 
-def estimate_advantages(name: str, segments: Sequence[Segment], **options) -> AdvantageResult:
-  """Runs the estimator `name` on the trajectories behind `segments`."""
+def advantage_fn(name: str, **options: Any) -> Callable[[Sequence[Sample]], AdvantageResult]:
+  """samples -> AdvantageResult of the estimator `name` with `options` bound.
+
+  Unknown names and options fail here, when a run starts, not after its first rollouts.
+  """
   if name not in ADVANTAGE_ESTIMATORS:
     raise ValueError(f"unknown advantage estimator {name!r}; expected one of "
                      f"{sorted(ADVANTAGE_ESTIMATORS)}")
-  rewards, groups = trajectory_rewards(segments)
-  return ADVANTAGE_ESTIMATORS[name](rewards, groups, **options)
+  estimator = ADVANTAGE_ESTIMATORS[name]
+  try:
+    inspect.signature(estimator).bind({}, {}, **options)
+  except TypeError as e:
+    raise ValueError(f"advantage estimator {name!r}: {e}") from None
+  return lambda samples: estimator(*trajectory_rewards(samples), **options)
+
+
+def estimate_advantages(name: str, samples: Sequence[Sample], **options: Any) -> AdvantageResult:
+  """Runs the estimator `name` on the trajectories behind `samples`."""
+  return advantage_fn(name, **options)(samples)

@@ -1,4 +1,4 @@
-"""The learner: train state, optimizer, logprob filling, one PPO/SFT step, one PPO iteration.
+"""The learner: train state, optimizer, logprob filling, one PPO/SFT step, PPO epochs.
 
 `train_step` and `sft_step` are pure: configs and the optimizer are static (close over them or
 pass them as static jit arguments), the state and batch are array pytrees. A step whose loss
@@ -19,13 +19,12 @@ import optax
 
 from memex_jax.models.config import ModelConfig
 from memex_jax.models.logprobs import sequence_logprobs
-from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.packing import PackedBatch, take_rows
 from memex_jax.rl.losses import LossConfig, policy_loss, sft_loss
 
 Array = jax.Array
 Metrics = dict[str, Array]
 StepFn = Callable[["TrainState", PackedBatch], tuple["TrainState", Metrics]]
-FillFn = Callable[[Any, PackedBatch], PackedBatch]
 LOGPROB_FIELDS = ("old_logprobs", "ref_logprobs")
 # Leaves that weight decay applies to; norm scales and biases are left alone.
 _DECAYED_LEAVES = ("kernel", "embedding")
@@ -165,68 +164,49 @@ jit_train_step = jax.jit(train_step, static_argnums=(0, 1, 2))
 jit_sft_step = jax.jit(sft_step, static_argnums=(0, 1))
 
 
-def ppo_iteration(model_cfg: ModelConfig, loss_cfg: LossConfig,
-                  optimizer: optax.GradientTransformation, state: TrainState,
-                  batch: PackedBatch, *, num_epochs: int = 1, num_minibatches: int = 1,
-                  step_fn: StepFn | None = None,
-                  fill_old_fn: FillFn | None = None) -> tuple[TrainState, PackedBatch, dict]:
-  """Recomputes old logprobs once, then runs num_epochs x num_minibatches updates.
+def ppo_epochs(step_fn: StepFn, state: TrainState, batch: PackedBatch, *, minibatch_rows: int,
+               num_epochs: int = 1,
+               needs_reference: bool = False) -> tuple[TrainState, dict[str, float]]:
+  """num_epochs passes over every row of `batch`, one update per [minibatch_rows, T] minibatch.
 
-  Each epoch splits the B rows into num_minibatches equal minibatches along a permutation drawn
-  from state.rng (so a resumed run replays the same split). Reference logprobs must already be
-  in the batch when loss_cfg.kl_coef > 0.
+  Each epoch visits the rows along a permutation drawn from state.rng (so a resumed run replays
+  the same split); the number of updates per epoch follows the batch's rows, i.e. what the
+  iteration generated.
 
   Args:
-    model_cfg, loss_cfg, optimizer: static configuration.
+    step_fn: (state, minibatch) -> (state, metrics), e.g. the jitted `train_step`, or a sharded
+      one that places the host minibatch on the mesh first.
     state: the train state.
-    batch: [B T] packed batch; B must divide by num_minibatches.
+    batch: [k * minibatch_rows, T] host batch with old (and reference) logprobs filled.
+    minibatch_rows: rows per update.
     num_epochs: passes over the batch.
-    num_minibatches: updates per pass.
-    step_fn: (state, minibatch) -> (state, metrics); defaults to the jitted `train_step`
-      (pass a sharded one to run on a mesh).
-    fill_old_fn: (params, batch) -> batch with old logprobs; defaults to `fill_logprobs`.
+    needs_reference: the loss reads reference logprobs (kl_coef > 0): refuse a batch whose
+      trained tokens have none.
 
   Returns:
-    (state, batch with old logprobs, metrics): means over the updates, except `skipped` and
-    `nonfinite` (summed) and `num_updates`.
+    (state, metrics): means over the updates, except `skipped` and `nonfinite` (summed) and
+    `num_updates`.
   """
-  b = batch.tokens.shape[0]
-  if num_epochs < 1 or num_minibatches < 1 or b % num_minibatches:
-    raise ValueError(f"ppo_iteration: {b} rows cannot be split into num_minibatches="
-                     f"{num_minibatches} equal parts for num_epochs={num_epochs}")
-  # Reduced where the batch lives: one scalar comes back, not two [B, T] arrays.
-  trained = batch.loss_mask > 0
-  if loss_cfg.kl_coef and bool(jnp.any(trained)) and not bool(
-      jnp.any(jnp.where(trained, batch.ref_logprobs, 0.0) != 0)):
-    raise ValueError("ppo_iteration: kl_coef > 0 but batch.ref_logprobs is all zeros on the "
-                     "trained tokens; fill it with fill_logprobs(..., field='ref_logprobs')")
-  if step_fn is None:
-    step_fn = functools.partial(jit_train_step, model_cfg, loss_cfg, optimizer)
-  if fill_old_fn is None:
-    fill_old_fn = lambda params, batch: fill_logprobs(
-        model_cfg, params, batch, temperature=loss_cfg.temperature,
-        chunk_size=loss_cfg.logit_chunk)
-  batch = fill_old_fn(state.params, batch)
+  b = batch.shape[0]
+  if num_epochs < 1 or minibatch_rows < 1 or b % minibatch_rows:
+    raise ValueError(f"ppo_epochs: {b} rows cannot be split into minibatches of "
+                     f"minibatch_rows={minibatch_rows} for num_epochs={num_epochs}")
+  trained = np.asarray(batch.loss_mask) > 0
+  if needs_reference and trained.any() and not np.asarray(batch.ref_logprobs)[trained].any():
+    raise ValueError("ppo_epochs: the loss needs reference logprobs but batch.ref_logprobs is "
+                     "all zeros on the trained tokens; fill them with fill_logprobs(..., "
+                     "field='ref_logprobs')")
   rng, perm_rng = jax.random.split(state.rng)
   state = state.replace(rng=rng)
   history = []
   for epoch in range(num_epochs):
     order = np.asarray(jax.random.permutation(jax.random.fold_in(perm_rng, epoch), b))
-    for rows in np.split(order, num_minibatches):
-      minibatch = jax.tree.map(lambda x, rows=rows: _take_rows(x, rows), batch)
-      state, metrics = step_fn(state, minibatch)
+    for rows in np.split(order, b // minibatch_rows):
+      state, metrics = step_fn(state, take_rows(batch, rows))
       history.append(metrics)
   history = jax.device_get(history)
   summary = {k: float(np.mean([m[k] for m in history])) for k in history[0]}
   for key in ("skipped", "nonfinite"):
     summary[key] = int(sum(int(m[key]) for m in history))
   summary["num_updates"] = len(history)
-  return state, batch, summary
-
-
-def _take_rows(x: Any, rows: np.ndarray) -> Any:
-  """Rows of a batch field; a device array keeps its sharding (an eager gather would replicate
-  it, which a step jitted with batch shardings refuses)."""
-  if isinstance(x, jax.Array):
-    return jax.device_put(x[rows], x.sharding)
-  return x[rows]
+  return state, summary

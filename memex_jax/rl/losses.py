@@ -12,7 +12,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.packing import PackedBatch
 
 Array = jax.Array
 
@@ -33,14 +33,14 @@ def token_mean_weights(batch: PackedBatch) -> Array:
 
 
 def sequence_mean_weights(batch: PackedBatch) -> Array:
-  """Mean over the tokens of each packed segment, then over segments."""
+  """Mean over the tokens of each packed sample, then over samples."""
   b, t = batch.loss_mask.shape
   keys = jnp.arange(b)[:, None] * (t + 1) + batch.segment_ids  # B T, unique per (row, segment)
   return _group_mean_weights(batch.loss_mask, keys, b * (t + 1))
 
 
 def trajectory_mean_weights(batch: PackedBatch) -> Array:
-  """Mean over the tokens of each trajectory (all its segments in the batch), then over them."""
+  """Mean over the tokens of each trajectory (all its samples in the batch), then over them."""
   ids = batch.trajectory_ids.reshape(-1)
   _, keys = jnp.unique(ids, size=ids.size, fill_value=-1, return_inverse=True)
   return _group_mean_weights(batch.loss_mask, keys.reshape(batch.loss_mask.shape), ids.size)

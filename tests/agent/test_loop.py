@@ -67,10 +67,10 @@ def test_full_context_baseline_loses_the_note_to_hard_truncation(renderer):
   [tight] = _run(renderer, [script], mode="full_context", context_window=fixed + 600)
   assert tight.metrics.num_truncations >= 1 and not tight.metrics.success
   assert tight.metrics.finish_reason == "env_done"
-  assert all(len(s.token_ids) <= fixed + 600 for s in tight.segments)
+  assert all(len(s.sample.token_ids) <= fixed + 600 for s in tight.segments)
   last = tight.segments[-1]
   assert last.messages[0].role == "system" and last.messages[1].role == "user"
-  assert "Vault code" not in renderer.tokenizer.decode(last.token_ids)
+  assert "Vault code" not in renderer.tokenizer.decode(last.sample.token_ids)
 
 
 def test_anchors_archive_the_exact_span_of_the_observation(renderer):
@@ -123,11 +123,12 @@ def test_token_in_token_out_ids_are_sampled_ids_plus_observation_ids(renderer):
       mask += [0] * len(request.new_ids) + [1] * len(turn.ids)
       logprobs += [0.0] * len(request.new_ids) + list(turn.logprobs)
     closing = renderer.closing_ids(group[-1][1].ids)
-    assert segment.token_ids.tolist() == ids + closing
-    assert segment.loss_mask.tolist() == mask + [0] * len(closing)
-    assert segment.rollout_logprobs.tolist() == pytest.approx(logprobs + [0.0] * len(closing))
+    assert segment.sample.token_ids.tolist() == ids + closing
+    assert segment.sample.loss_mask.tolist() == mask + [0] * len(closing)
+    assert segment.sample.rollout_logprobs.tolist() == pytest.approx(
+        logprobs + [0.0] * len(closing))
     # The sampled spelling survives: re-tokenizing the same text gives other ids.
-    assert renderer.render(segment.messages).ids != segment.token_ids.tolist()
+    assert renderer.render(segment.messages).ids != segment.sample.token_ids.tolist()
   # A follow-up request carries the closing, the observation message and the turn header.
   request, previous = policy.log[1][0], policy.log[0][1]
   observation = trajectory.segments[0].messages[4]
@@ -140,8 +141,8 @@ def test_a_demonstration_renders_to_the_ids_the_loop_built(renderer):
   [trajectory] = _run(renderer, [MEMEX_SCRIPT])
   for segment in trajectory.segments:
     rendered = renderer.render(segment.messages)
-    assert rendered.ids == segment.token_ids.tolist()
-    assert rendered.loss_mask == segment.loss_mask.tolist()
+    assert rendered.ids == segment.sample.token_ids.tolist()
+    assert rendered.loss_mask == segment.sample.loss_mask.tolist()
   second = trajectory.segments[1].messages
   assert [m.role for m in second[:3]] == ["system", "user", "user"]
   assert second[:2] == trajectory.segments[0].messages[:2]
@@ -183,7 +184,7 @@ def test_episodes_end_independently_in_one_batch(renderer):
   assert [t.metrics.finish_reason for t in trajectories] == ["finish", "max_steps", "max_steps"]
   assert [t.metrics.steps for t in trajectories] == [2, 5, 5]
   assert [t.trajectory_id for t in trajectories] == [0, 1, 2]
-  assert {s.group_id for t in trajectories for s in t.segments} == {3}
+  assert {s.group_id for t in trajectories for s in t.samples} == {3}
   for episode in range(3):
     with pytest.raises(KeyError):  # Released: the policy holds no context for it.
       policy.context_ids(episode)
@@ -195,7 +196,7 @@ def test_context_overflow_ends_the_episode(renderer):
   [trajectory] = _run(renderer, [[_go("go east")] * 10], context_window=fixed + 500)
   assert trajectory.metrics.finish_reason == "context_overflow"
   assert 1 <= trajectory.metrics.steps < 10
-  assert len(trajectory.segments[0].token_ids) <= fixed + 500
+  assert len(trajectory.segments[0].sample.token_ids) <= fixed + 500
 
 
 def test_a_failing_environment_is_a_scored_failure(renderer):
@@ -229,7 +230,7 @@ def test_pooled_episodes_step_together_and_match_in_process_ones(renderer):
                envs=[PooledEnv(pool, episode_id=i) for i in range(3)])
   for g, w in zip(got, want):
     assert g.metrics == w.metrics and g.reward == w.reward and g.error == w.error
-    assert [s.token_ids.tolist() for s in g.segments] == [s.token_ids.tolist() for s in w.segments]
+    assert [s.token_ids.tolist() for s in g.samples] == [s.token_ids.tolist() for s in w.samples]
   assert [t.metrics.finish_reason for t in got] == ["env_done", "finish", "env_done"]
   # One pool call per round with an env action, carrying every episode that ran one. Fewer
   # from round 2 (episode 1 finishes) and round 5 (0 archives); round 8 (0 reads) makes none.

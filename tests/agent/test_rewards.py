@@ -76,4 +76,4 @@ def test_penalties_by_hand_on_a_known_trajectory(renderer):
   assert metrics.num_compress == 1 and metrics.num_read == 0
   assert metrics.peak_working == max(working)
   assert metrics.mean_working == pytest.approx(sum(working) / 9)
-  assert all(segment.reward == reward.total for segment in trajectory.segments)
+  assert all(sample.reward == reward.total for sample in trajectory.samples)

@@ -10,7 +10,7 @@ def test_one_tiny_iteration_logs_checkpoints_and_exports(tmp_path, entry_point):
   workdir = tmp_path / "run"
   run = entry_point(
       "memex_grpo", f"--config.workdir={workdir}", "--config.num_iterations=1",
-      "--config.env.num_games=2", "--config.rollout.prompts_per_iteration=1",
+      "--config.games.num=2", "--config.rollout.prompts_per_iteration=1",
       "--config.agent.max_steps=1", "--config.agent.max_turn_tokens=8",
       "--config.agent.context_window=512", "--config.batch.seq_len=512")
   assert run.returncode == 0, run.stderr[-2000:]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import memex_sft
-from memex_jax import run_log
+from memex_jax.runs import log as run_log
 
 
 def _write_segments(folder: pathlib.Path, lengths: list[int]) -> str:
@@ -21,34 +21,31 @@ def _write_segments(folder: pathlib.Path, lengths: list[int]) -> str:
   return str(folder)
 
 
-def _pack(segments, progress, steps):
-  """The tokens of the next `steps` batches ([2, 16] each) and the progress after them."""
-  tokens = []
-  for _ in range(steps):
-    batch, pack, queue = memex_sft.next_batch(segments, progress.queue, rows=2, seq_len=16)
-    progress = progress.after(1.0, pack.num_truncated, queue)
-    tokens.append(batch.tokens)
-  return tokens, progress
-
-
-def test_progress_through_host_metadata_packs_the_same_batches(tmp_path):
-  # Three steps an epoch, with leftovers and a truncation (20 > 16).
+def test_an_epoch_packs_every_segment_once_and_resumed_steps_take_the_same_minibatches(
+    tmp_path):
+  # Nine segments, one longer than the 16-token rows: they need five rows, three minibatches.
   lengths = [5, 9, 12, 20, 7, 3, 14, 6, 11]
-  segments = memex_sft.demonstration_segments(_write_segments(tmp_path, lengths), 0)
-  straight, end = _pack(segments, memex_sft.Progress(), 8)
-  first, middle = _pack(segments, memex_sft.Progress(), 4)
-  host = json.loads(json.dumps(middle.to_host(len(segments))))
-  rest, resumed_end = _pack(segments, memex_sft.Progress.from_host(host), 4)
-  assert middle.queue and host["num_segments"] == len(lengths)  # resumed inside an epoch
-  np.testing.assert_array_equal(np.stack(first + rest), np.stack(straight))
-  assert (resumed_end.step, resumed_end.truncated, resumed_end.queue) == (
-      end.step, end.truncated, end.queue)
+  epoch = memex_sft.demonstration_epoch(_write_segments(tmp_path, lengths), 0, rows=2, seq_len=16)
+  assert (epoch.num_segments, epoch.num_minibatches, sum(epoch.truncated)) == (9, 3, 1)
+  ids = epoch.batch.trajectory_ids
+  assert sorted(np.unique(ids[ids >= 0]).tolist()) == list(range(9))  # each segment once
+  straight = [epoch.minibatch(step) for step in range(8)]
+  np.testing.assert_array_equal(straight[0][0].tokens, straight[3][0].tokens)  # epoch 2
+  # A run resumed at step 4 (its progress read back from a checkpoint's host JSON).
+  progress = memex_sft.Progress()
+  for step in range(4):
+    progress = progress.after(1.0, straight[step][1])
+  host = json.loads(json.dumps(progress.to_host(epoch.num_segments)))
+  resumed = memex_sft.Progress.from_host(host)
+  assert (resumed.step, resumed.truncated) == (4, progress.truncated)
+  for step in range(resumed.step, 8):
+    np.testing.assert_array_equal(epoch.minibatch(step)[0].tokens, straight[step][0].tokens)
 
 
 def _sft(entry_point, workdir: pathlib.Path, num_steps: int) -> str:
   run = entry_point(
       "memex_sft", f"--config.workdir={workdir}", f"--config.num_steps={num_steps}",
-      "--config.env.num_games=2", "--config.env.workers=1", "--config.demos.num=1",
+      "--config.games.num=2", "--config.games.workers=1", "--config.demos.num=1",
       "--config.batch.seq_len=64", "--config.model.remat=False", "--config.checkpoint.every=1",
       "--config.checkpoint.keep=3")
   assert run.returncode == 0, run.stderr[-2000:]
@@ -77,7 +74,7 @@ def test_resumes_past_a_corrupt_checkpoint_and_not_once_finished(tmp_path, entry
   _truncate_largest_file(checkpoints / "2" / "state")
   resumed = _sft(entry_point, workdir, 3)
   assert "checkpoint 2 rejected" in resumed and "resuming from checkpoint 1" in resumed
-  # Step 2 again from checkpoint 1 packs what the first run packed: same queue and counts.
+  # Step 2 again from checkpoint 1 packs what the first run packed: same counts.
   assert _host(checkpoints / "2") == _host(checkpoints / "rejected" / "2")
   finished = _sft(entry_point, workdir, 3)
   assert "resuming from checkpoint 3" in finished and "rejected" not in finished

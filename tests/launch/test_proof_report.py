@@ -3,7 +3,7 @@
 import json
 
 from launch import proof_report
-from memex_jax import run_log
+from memex_jax.runs import log as run_log
 
 
 def test_report_lists_iterations_and_before_after(tmp_path):

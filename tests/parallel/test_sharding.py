@@ -14,7 +14,8 @@ from memex_jax.models import transformer
 from memex_jax.parallel import mesh as mesh_lib
 from memex_jax.parallel import sharding
 from memex_jax.rl import learner
-from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl import packing
+from memex_jax.rl.packing import PackedBatch
 from memex_jax.rl.losses import LossConfig
 
 CFG = config.tiny("qwen2")
@@ -116,24 +117,30 @@ def test_indivisible_batch_is_a_one_line_error(mesh, params):
 
 
 @pytest.mark.slow
-def test_sharded_ppo_iteration_with_minibatches_equals_single_device(mesh, params):
-  # The minibatch rows are sliced outside the step: they must keep the batch's sharding.
+def test_sharded_ppo_epochs_with_minibatches_equals_single_device(mesh, params):
+  # The iteration's host batch goes to the mesh one [rows, T] minibatch at a time.
   optimizer = learner.make_optimizer(1e-3)
-  batch = _batch(params)
+  batch, rows = _batch(params), 4
   state = learner.TrainState.create(params, optimizer, jax.random.PRNGKey(1))
-  want_state, _, want = learner.ppo_iteration(CFG, LOSS, optimizer, state, batch, num_epochs=1,
-                                              num_minibatches=2)
+  fill = functools.partial(learner.fill_logprobs, CFG)
+  want_batch = packing.map_minibatches(lambda mb: fill(params, mb), batch, rows)
+  want_state, want = learner.ppo_epochs(
+      functools.partial(learner.jit_train_step, CFG, LOSS, optimizer), state, want_batch,
+      minibatch_rows=rows)
 
   params_sh = sharding.param_shardings(CFG, mesh)
   state_sh = sharding.train_state_shardings(state, mesh, params_sh, optimizer)
-  batch_sh = sharding.batch_shardings(batch, mesh)
+  batch_sh = sharding.batch_shardings(packing.take_rows(batch, slice(0, rows)), mesh)
+  put = lambda mb: sharding.put_batch(mb, batch_sh)
   step = sharding.shard_step(functools.partial(learner.train_step, CFG, LOSS, optimizer), mesh,
                              state_sh, batch_sh)
-  fill_old = sharding.sharded_jit(functools.partial(learner.fill_logprobs, CFG), mesh,
-                                  (params_sh, batch_sh), batch_sh)
-  got_state, _, got = learner.ppo_iteration(
-      CFG, LOSS, optimizer, jax.device_put(state, state_sh), sharding.put_batch(batch, batch_sh),
-      num_epochs=1, num_minibatches=2, step_fn=step, fill_old_fn=fill_old)
+  fill_old = sharding.sharded_jit(fill, mesh, (params_sh, batch_sh), batch_sh)
+  sharded_params = jax.device_put(params, params_sh)
+  got_batch = packing.map_minibatches(lambda mb: fill_old(sharded_params, put(mb)), batch, rows)
+  np.testing.assert_allclose(got_batch.old_logprobs, want_batch.old_logprobs, atol=1e-5)
+  got_state, got = learner.ppo_epochs(lambda s, mb: step(s, put(mb)),
+                                      jax.device_put(state, state_sh), got_batch,
+                                      minibatch_rows=rows)
   assert got["num_updates"] == want["num_updates"] == 2 and got["skipped"] == 0
   np.testing.assert_allclose(got["grad_norm"], want["grad_norm"], rtol=1e-4)
   for g, w in zip(jax.tree.leaves(got_state.params), jax.tree.leaves(want_state.params)):

@@ -39,22 +39,24 @@ def test_all_groups_without_signal_ask_to_skip_the_step():
                               "skip_step": 1}
 
 
-def test_many_segments_do_not_skew_the_group(make_segment):
-  # Trajectory 1 compressed four times (5 segments), trajectory 2 never did (1 segment).
-  segs = [make_segment([1, 2], [0, 1], trajectory_id=1, segment_index=i, reward=1.0)
+def test_many_samples_do_not_skew_the_group(make_sample):
+  # Trajectory 1 compressed four times (5 samples), trajectory 2 never did (1 sample).
+  segs = [make_sample([1, 2], [0, 1], trajectory_id=1, index=i, reward=1.0)
           for i in range(5)]
-  segs.append(make_segment([1, 2], [0, 1], trajectory_id=2, reward=0.0))
+  segs.append(make_sample([1, 2], [0, 1], trajectory_id=2, reward=0.0))
   result = adv_lib.estimate_advantages("grpo", segs, eps=0.0)
-  # Over trajectories: mean 0.5, std 0.5 -> +-1. Over segments it would be mean 5/6.
+  # Over trajectories: mean 0.5, std 0.5 -> +-1. Over samples it would be mean 5/6.
   assert result.advantages == {1: pytest.approx(1.0), 2: pytest.approx(-1.0)}
 
 
-def test_inconsistent_or_unknown_input_is_rejected(make_segment):
-  segs = [make_segment([1, 2], [0, 1], trajectory_id=1, reward=1.0),
-          make_segment([1, 2], [0, 1], trajectory_id=1, segment_index=1, reward=0.0)]
+def test_inconsistent_or_unknown_input_is_rejected(make_sample):
+  segs = [make_sample([1, 2], [0, 1], trajectory_id=1, reward=1.0),
+          make_sample([1, 2], [0, 1], trajectory_id=1, index=1, reward=0.0)]
   with pytest.raises(ValueError, match="trajectory 1 disagree"):
     adv_lib.trajectory_rewards(segs)
   with pytest.raises(ValueError, match="unknown advantage estimator 'gae'"):
     adv_lib.estimate_advantages("gae", segs[:1])
+  with pytest.raises(ValueError, match="'grpo': got an unexpected keyword argument 'drop'"):
+    adv_lib.advantage_fn("grpo", drop=True)  # refused before any rollout
   with pytest.raises(ValueError, match="no group id"):
     adv_lib.grpo({1: 1.0, 2: 0.0}, {1: 0})

@@ -1,4 +1,5 @@
-"""The learner on a tiny model: logprobs, optimizer, PPO/SFT steps, NaN skipping, iterations."""
+"""The learner on a tiny model: logprobs, optimizer, PPO/SFT steps, NaN skipping, PPO epochs
+over every generated sample."""
 
 import jax
 import jax.numpy as jnp
@@ -6,27 +7,27 @@ import numpy as np
 import pytest
 
 from memex_jax.models.logprobs import sequence_logprobs
-from memex_jax.rl import batch as batch_lib
 from memex_jax.rl import learner
-from memex_jax.rl.losses import LossConfig
+from memex_jax.rl import packing
+from memex_jax.rl.losses import LossConfig, policy_loss
 
 B, T = 4, 16
 LOSS = LossConfig()  # the paper's defaults: clip 0.2 / 0.28, TIS cap 2, KL 0.001
 
 
 @pytest.fixture(scope="module")
-def packed(make_segment, tiny_model):
-  """Eight segments of four trajectories in [4, 16]: prompt tokens untrained, advantage +1,
+def packed(make_sample, tiny_model):
+  """Eight samples of four trajectories in [4, 16]: prompt tokens untrained, advantage +1,
   rollout and reference logprobs equal to the initial model's (a matched sampler)."""
   cfg, params = tiny_model
   rng = np.random.default_rng(1)
   segs = []
   for i, n in enumerate([9, 7, 8, 6, 10, 5, 7, 8]):
     mask = np.r_[np.zeros(3), np.ones(n - 3)]
-    segs.append(make_segment(rng.integers(1, cfg.vocab_size, n), mask, trajectory_id=i // 2,
-                             segment_index=i % 2))
-  batch, stats = batch_lib.pack_segments(segs, {t: 1.0 for t in range(4)}, B, T)
-  assert stats.num_packed == 8 and not stats.leftovers
+    segs.append(make_sample(rng.integers(1, cfg.vocab_size, n), mask, trajectory_id=i // 2,
+                            index=i % 2))
+  batch, stats = packing.pack_samples(segs, {t: 1.0 for t in range(4)}, B, T)
+  assert stats.num_packed == 8 and stats.num_minibatches == 1
   batch = learner.fill_logprobs(cfg, params, batch, field="ref_logprobs")
   return batch.replace(rollout_logprobs=batch.ref_logprobs)
 
@@ -41,7 +42,7 @@ def fresh_state(params, optimizer):
 
 
 def first_rows(batch):
-  """The minibatch shape ppo_iteration uses below, so one compiled train step serves all."""
+  """The minibatch shape ppo_epochs uses below, so one compiled train step serves all."""
   return jax.tree.map(lambda x: x[:B // 2], batch)
 
 
@@ -120,18 +121,18 @@ def test_non_finite_step_is_skipped_and_leaves_state_bit_identical(tiny_model, p
   assert not np.array_equal(recovered.params["embed"]["embedding"], params["embed"]["embedding"])
 
 
-def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimizer):
+def test_ppo_epochs_visit_every_row_once_per_epoch(tiny_model, packed, optimizer):
   cfg, params = tiny_model
   state = fresh_state(params, optimizer)
+  batch = learner.fill_logprobs(cfg, params, packed)
   seen = []
 
   def recording_step(state, minibatch):
     seen.append(np.asarray(minibatch.tokens))
     return learner.jit_train_step(cfg, LOSS, optimizer, state, minibatch)
 
-  new_state, filled, metrics = learner.ppo_iteration(
-      cfg, LOSS, optimizer, state, packed, num_epochs=2, num_minibatches=2,
-      step_fn=recording_step)
+  new_state, metrics = learner.ppo_epochs(recording_step, state, batch, minibatch_rows=B // 2,
+                                          num_epochs=2, needs_reference=True)
   assert metrics["num_updates"] == 4 and int(new_state.step) == 4 and metrics["skipped"] == 0
   assert metrics["ratio_mean"] > 1.0  # later minibatches see the policy move
   assert all(m.shape == (B // 2, T) for m in seen)
@@ -139,19 +140,49 @@ def test_ppo_iteration_runs_epochs_times_minibatches(tiny_model, packed, optimiz
   for epoch in (seen[:2], seen[2:]):  # every epoch visits each row exactly once
     visited = [tuple(r) for m in epoch for r in m]
     assert len(visited) == B and set(visited) == rows
-  # Old logprobs were recomputed once, from the parameters before the first update.
-  expected = learner.fill_logprobs(cfg, params, packed).old_logprobs
-  np.testing.assert_array_equal(filled.old_logprobs, expected)
   assert not np.array_equal(new_state.rng, state.rng)
-  # The default step (the jitted train_step) runs one epoch of two updates.
-  state, _, metrics = learner.ppo_iteration(cfg, LOSS, optimizer, new_state, packed,
-                                            num_minibatches=2)
-  assert metrics["num_updates"] == 2 and int(state.step) == 6
-  with pytest.raises(ValueError, match="num_minibatches=3"):
-    learner.ppo_iteration(cfg, LOSS, optimizer, state, packed, num_minibatches=3)
-  unfilled = packed.replace(ref_logprobs=jnp.zeros_like(packed.ref_logprobs))
+  with pytest.raises(ValueError, match="minibatch_rows=3"):
+    learner.ppo_epochs(recording_step, state, batch, minibatch_rows=3)
+  unfilled = batch.replace(ref_logprobs=jnp.zeros_like(batch.ref_logprobs))
   with pytest.raises(ValueError, match="ref_logprobs is all zeros"):
-    learner.ppo_iteration(cfg, LOSS, optimizer, state, unfilled)
+    learner.ppo_epochs(recording_step, state, unfilled, minibatch_rows=B, needs_reference=True)
+
+
+def test_every_sampled_token_gets_a_gradient_exactly_once_per_epoch(make_sample, tiny_model,
+                                                                    optimizer):
+  """Thirty samples of up to 16 tokens need ~10 rows of 16; a fixed [2, 16] batch (what the
+  learner used to take per iteration) would have dropped most of them."""
+  cfg, params = tiny_model
+  rng = np.random.default_rng(3)
+  samples = []
+  for i in range(30):
+    n = int(rng.integers(4, 17))
+    mask = (rng.random(n) < 0.7).astype(np.int32)
+    samples.append(make_sample(rng.integers(1, cfg.vocab_size, n), mask, trajectory_id=i,
+                               group_id=i // 5, index=0, reward=float(i % 5)))
+  advantages = {i: float(i % 5) - 2.5 for i in range(30)}  # none 0: every trained token moves
+  batch, stats = packing.pack_samples(samples, advantages, minibatch_rows=2, seq_len=T)
+  assert stats.num_packed == 30 and stats.num_minibatches >= 4
+  fill = jax.jit(lambda mb: learner.fill_logprobs(cfg, params, mb))
+  batch = packing.map_minibatches(lambda mb: fill(mb).replace(ref_logprobs=fill(mb).old_logprobs),
+                                  batch, 2)
+  # d loss / d logprob of every token of a minibatch: nonzero exactly where it is trained.
+  token_grads = jax.jit(jax.grad(lambda logp, mb: policy_loss(logp, mb, LOSS)[0]))
+  trained = []
+
+  def step(state, minibatch):
+    grads = np.asarray(token_grads(jnp.asarray(minibatch.old_logprobs), minibatch))
+    for row, t in zip(*np.nonzero(grads)):
+      trained.append((int(minibatch.trajectory_ids[row, t]), int(minibatch.positions[row, t])))
+    return learner.jit_train_step(cfg, LOSS, optimizer, state, minibatch)
+
+  _, metrics = learner.ppo_epochs(step, fresh_state(params, optimizer), batch, minibatch_rows=2,
+                                  num_epochs=2)
+  assert metrics["num_updates"] == 2 * stats.num_minibatches
+  expected = sorted((s.trajectory_id, t) for s in samples
+                    for t in np.flatnonzero(s.loss_mask) if t > 0)  # token 0 predicts nothing
+  half = len(trained) // 2
+  assert sorted(trained[:half]) == expected and sorted(trained[half:]) == expected
 
 
 def test_sft_steps_lower_the_nll(tiny_model, packed, optimizer):

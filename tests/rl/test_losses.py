@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.packing import PackedBatch
 from memex_jax.rl.losses import NORMALISATIONS, LossConfig, policy_loss, sft_loss
 
 LOG = math.log

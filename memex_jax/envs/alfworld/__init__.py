@@ -1,1 +1,1 @@
-"""ALFWorld on its real engine: game generator, Memex harder wrapper, env pool."""
+"""ALFWorld on its real engine: instructions, game generator, Memex harder wrapper, tfds."""

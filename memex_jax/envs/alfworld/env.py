@@ -2,12 +2,13 @@
 
 The engine stack is ALFWorld's own: PddlEnv -> AlfredDemangler -> AlfredInfos (-> AlfredExpert).
 It plays our generated games and the official ones alike. One engine per process: fast-downward
-is a process-global C library, so run several envs through `pool.EnvPool`.
+is a process-global C library, so run several envs through `make_pool`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from alfworld.agents.environment import alfred_tw_env
 import textworld
 from textworld.envs import PddlEnv
 
+from memex_jax.envs import pool as pool_lib
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld import grammar_cache
 from memex_jax.envs.alfworld import translation
@@ -64,6 +66,14 @@ def memex_harder(**overrides: Any) -> AlfWorldConfig:
                 summary_token_budget=300)
   fields.update(overrides)
   return AlfWorldConfig(**fields)
+
+
+def make_pool(num_workers: int, harder: bool = True,
+              step_timeout_s: float = 60.0) -> pool_lib.EnvPool:
+  """One engine per worker process, Memex's harder variant or plain ALFWorld."""
+  config = memex_harder() if harder else AlfWorldConfig()
+  factory = functools.partial(AlfWorldEnv, config)  # picklable for spawn
+  return pool_lib.EnvPool(factory, num_workers, step_timeout_s=step_timeout_s)
 
 
 def normalize_command(command: str) -> str:

@@ -17,6 +17,7 @@ import functools
 import json
 import multiprocessing
 import os
+import pathlib
 import sys
 from typing import Any, Sequence
 
@@ -34,6 +35,9 @@ OFFICIAL_SIZES = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
 MANIFEST = "manifest.json"
 HISTOGRAMS = "histograms.json"
 _MAX_TRIES = 200
+# Where `games_for` generates splits nobody pointed it to.
+GAMES_CACHE = (pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser()
+               / "alfworld")
 
 
 def task_type_schedule(split: str, num: int, seed: int) -> list[str]:
@@ -143,6 +147,36 @@ def generate_split(out: str, split: str, num: int, seed: int, workers: int | Non
     json.dump({"header": header, "games": records}, f)
   os.replace(tmp, manifest_path)
   return records
+
+
+def games_for(dir: str = "", split: str = "train", num: int = 8, seed: int = 0,
+              workers: int | None = None) -> list[str]:  # pylint: disable=redefined-builtin
+  """Game folders of a split: `dir`'s or $ALFWORLD_DATA's if they hold it, else generated.
+
+  Args:
+    dir: a game root to read ('' = $ALFWORLD_DATA's split if it has one, else generate).
+    split: train, valid_seen or valid_unseen.
+    num: games to take (generate).
+    seed: the generation seed (generated games only).
+    workers: generation processes.
+  """
+  official = os.environ.get("ALFWORLD_DATA")
+  if dir or (official and _has_split(official, split)):
+    found = games.find_games(dir or official, split)
+    if not found:
+      raise FileNotFoundError(f"no ALFWorld games for split {split!r} under {dir or official}")
+    return found[:num]
+  root = GAMES_CACHE / f"seed{seed}_{split}_{num}"
+  records = generate_split(str(root), split, num, seed, workers=workers)
+  return [str(root / r["path"]) for r in records]
+
+
+def _has_split(root: str, split: str) -> bool:
+  try:
+    games.split_root(root, split)
+  except FileNotFoundError:
+    return False
+  return True
 
 
 def main(argv: Sequence[str] | None = None) -> None:

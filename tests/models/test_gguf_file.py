@@ -1,4 +1,4 @@
-"""Tests for memex_jax.gguf_file: headers written by the `gguf` package, read back exactly."""
+"""memex_jax.models.gguf_file: headers written by the `gguf` package, read back exactly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
-from memex_jax import gguf_file
+from memex_jax.models import gguf_file
 from memex_jax.models import pretrained
 
 # One metadata field per GGUF value type (scalars, string, arrays of scalars and of strings).

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from memex_jax.agent import EpisodeSpec, ScriptedPolicy, parse_turn, run_episodes
-from memex_jax.envs.alfworld import demonstration_dataset as dataset_lib
-from memex_jax.envs.alfworld import demonstrations as demos
+from memex_jax.demos import dataset as dataset_lib
+from memex_jax import demos
+from memex_jax.agent.presets import smollm2_alfworld
 
 NUM = 4
 
@@ -83,8 +84,8 @@ def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
     m = replay.metrics
     assert m.success and m.finish_reason == "env_done", record["game"]
     assert m.num_malformed == 0 and (m.p_context, m.p_redundancy, m.p_format) == (0, 0, 0)
-    assert [s.token_ids.tolist() for s in replay.segments] == [s["token_ids"] for s in stored]
-    assert [s.loss_mask.tolist() for s in replay.segments] == [s["loss_mask"] for s in stored]
+    assert [s.token_ids.tolist() for s in replay.samples] == [s["token_ids"] for s in stored]
+    assert [s.loss_mask.tolist() for s in replay.samples] == [s["loss_mask"] for s in stored]
     assert replay.memory == record["memory"]
     assert replay.metrics.as_dict() == record["metrics"]
 
@@ -132,20 +133,20 @@ def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, demonstra
   again = demos.make_demonstration(game, renderer, demonstration_config, record["seed"],
                                    demonstration_env)
   stored = sorted(segments[record["demo"]], key=lambda s: s["segment_index"])
-  assert [s.token_ids.tolist() for s in again.segments] == [s["token_ids"] for s in stored]
+  assert [s.token_ids.tolist() for s in again.samples] == [s["token_ids"] for s in stored]
   other = demos.make_demonstration(game, renderer, demonstration_config, record["seed"] + 1,
                                    demonstration_env)
   assert other.metrics.success
-  assert [s.token_ids.tolist() for s in other.segments] != [s["token_ids"] for s in stored]
+  assert [s.token_ids.tolist() for s in other.samples] != [s["token_ids"] for s in stored]
 
 
-def test_games_without_a_solution_are_reported_not_written(broken_copy, tmp_path):
-  game = broken_copy(None)
+def test_games_whose_solution_fails_are_reported_not_written(broken_copy, tmp_path):
+  game = broken_copy(["take ghost 1 from nowhere 1"])
   out = str(tmp_path / "out")
   summary = dataset_lib.write_demonstrations([game], out, num=1, seed=0, shards=1,
                                              progress=False)
   assert (summary["demonstrations"], summary["failed"]) == (0, 1)
-  assert "game.tw-pddl has no 'walkthrough'" in summary["failures"][0]["error"]
+  assert "'take ghost 1 from nowhere 1' failed" in summary["failures"][0]["error"]
   assert os.path.getsize(os.path.join(out, "segments-00000-of-00001.jsonl")) == 0
   with pytest.raises(FileNotFoundError, match="no segments"):
     list(dataset_lib.iter_sft_examples(str(tmp_path)))

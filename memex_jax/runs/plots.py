@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from memex_jax import run_log  # pylint: disable=g-import-not-at-top,wrong-import-position
+from memex_jax.runs import log as run_log  # pylint: disable=g-import-not-at-top
 
 TRAINING_PANELS = (
     ("rollout success", ("success",)),

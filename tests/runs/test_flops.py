@@ -1,6 +1,6 @@
 """MFU's numerator by hand, and its denominator a real, positive measurement."""
 
-from memex_jax import flops
+from memex_jax.runs import flops
 from memex_jax.models import config
 
 

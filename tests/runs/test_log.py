@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from memex_jax import run_log
+from memex_jax.runs import log as run_log
 
 
 def test_write_and_read_back(tmp_path):

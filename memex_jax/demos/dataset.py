@@ -1,8 +1,8 @@
 r"""The SFT dataset of expert ALFWorld demonstrations: segment shards, trajectories, a summary.
 
-  python -m memex_jax.envs.alfworld.demonstration_dataset --games DIR --out DIR --num N --seed S
+  python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S
 
-Each worker process plays games with its own engine (`demonstrations.make_demonstration`); a
+Each worker process plays games with its own engine (`demos.alfworld.make_demonstration`); a
 game whose expert solution fails is reported in the summary, not written. `iter_sft_examples`
 reads the segments back as (token_ids, loss_mask) pairs for supervised fine-tuning.
 """
@@ -25,11 +25,13 @@ import numpy as np
 import tqdm
 
 from memex_jax.agent import ChatRenderer
+from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos.alfworld import (DemonstrationConfig, DemonstrationError,
+                                      demonstration_stats, make_demonstration)
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld.demonstrations import (DemonstrationConfig, DemonstrationError,
-                                                    demonstration_stats, make_demonstration,
-                                                    smollm2_agent_config)
 from memex_jax.envs.alfworld.env import AlfWorldEnv
+from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.tokenizers import Tokenizer
 
 SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summary.json"
 
@@ -53,8 +55,6 @@ def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
 
 def _new_worker(config: DemonstrationConfig) -> dict[str, Any]:
   """What one process demonstrates with: its own engine, the SmolLM2 renderer, the settings."""
-  from memex_jax.models.pretrained import smollm2_gguf_path  # pylint: disable=g-import-not-at-top
-  from memex_jax.tokenizers import Tokenizer  # pylint: disable=g-import-not-at-top
   return dict(config=config, env=AlfWorldEnv(config.env),
               renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
 
@@ -67,8 +67,8 @@ def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict
                                     worker["env"])
   except (DemonstrationError, ValueError, FileNotFoundError) as e:
     return {**record, "error": str(e)}
-  segments = [{"segment_index": s.segment_index, "token_ids": s.token_ids.tolist(),
-               "loss_mask": s.loss_mask.tolist(),
+  segments = [{"segment_index": s.sample.index, "token_ids": s.sample.token_ids.tolist(),
+               "loss_mask": s.sample.loss_mask.tolist(),
                "messages": [{"role": m.role, "content": m.content} for m in s.messages]}
               for s in trajectory.segments]
   return {**record, "task_text": trajectory.task_text, "segments": segments,
@@ -185,8 +185,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--threshold", type=int, default=2048,
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
   args = parser.parse_args(argv)
-  config = DemonstrationConfig(agent=smollm2_agent_config(context_window=args.context_window,
-                                                          threshold=args.threshold))
+  config = DemonstrationConfig(agent=smollm2_alfworld(context_window=args.context_window,
+                                                     threshold=args.threshold))
   summary = write_demonstrations(games.find_games(args.games, args.split), args.out, args.num,
                                  args.seed, args.workers, args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

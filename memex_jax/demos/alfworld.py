@@ -1,15 +1,17 @@
 r"""Expert demonstrations with Indexed Experience Memory: the SFT warm start of MemexRL on ALFWorld.
 
 A demonstration is the real agent loop (`run_episodes`) driven by a scripted policy, so its ids,
-loss masks and segments are exactly what the loop builds. The policy is `demonstrator`'s expert:
-it surveys the room, plays the game's expert solution, compresses whenever the working context
-is over the threshold and reads back the ids it needs.
+loss masks and segments are exactly what the loop builds. The policy is `alfworld_expert`'s:
+it surveys the room, plays the game's expert solution (the walkthrough the game file ships, or
+the engine's planner expert's when it ships none), compresses whenever the working context is
+over the threshold and reads back the ids it needs.
 
-`demonstration_dataset` writes many of them as the SFT dataset.
+`demos.dataset` writes many of them as the SFT dataset.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from typing import Any
@@ -18,16 +20,15 @@ import numpy as np
 
 from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
                              run_episodes, tool_response_body)
+from memex_jax.demos.alfworld_expert import DemonstrationConfig, DemonstrationError, Demonstrator
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld.demonstrator import (ALFWORLD_INSTRUCTIONS, THING_ID,
-                                                  DemonstrationConfig, DemonstrationError,
-                                                  Demonstrator, smollm2_agent_config)
-from memex_jax.envs.alfworld.env import AlfWorldEnv
+from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
+from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import COMPRESS, READ, parse_status
 
 __all__ = [
-    "ALFWORLD_INSTRUCTIONS", "DemonstrationConfig", "DemonstrationError",
-    "demonstration_stats", "make_demonstration", "read_walkthrough", "smollm2_agent_config",
+    "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "expert_solution",
+    "make_demonstration", "planner_walkthrough", "read_walkthrough",
 ]
 
 
@@ -41,10 +42,49 @@ def read_walkthrough(game: str) -> list[str]:
   return walkthrough
 
 
+@functools.cache
+def _planner_env() -> AlfWorldEnv:
+  """This process's engine with ALFWorld's planner expert (built once: engines are costly)."""
+  return AlfWorldEnv(AlfWorldConfig(expert="planner"))
+
+
+def planner_walkthrough(game: str, max_steps: int = 50) -> list[str]:
+  """The commands by which the engine's planner expert wins `game`, played in plain ALFWorld.
+
+  Raises:
+    DemonstrationError: the planner found no plan or did not win within `max_steps`.
+  """
+  env = _planner_env()
+  try:
+    env.reset(game)
+  except ValueError as e:
+    raise DemonstrationError(f"the planner expert could not start {game}: {e}") from None
+  commands: list[str] = []
+  for _ in range(max_steps):
+    plan = env.expert_plan
+    if not plan:
+      break
+    commands.append(plan[0])
+    _, done, won, _ = env.step(plan[0])
+    if won:
+      return commands
+    if done:
+      break
+  raise DemonstrationError(f"the planner expert did not win {game} in {len(commands)} steps")
+
+
+def expert_solution(game: str) -> list[str]:
+  """The walkthrough the game file ships, else the planner expert's (official games without one)."""
+  try:
+    return read_walkthrough(game)
+  except DemonstrationError:
+    return planner_walkthrough(game)
+
+
 def make_demonstration(game_path: str, renderer: ChatRenderer,
                        config: DemonstrationConfig = DemonstrationConfig(), seed: int = 0,
                        env: AlfWorldEnv | None = None) -> Trajectory:
-  """Plays one game's expert solution with memory through the real agent loop.
+  """Plays one game's expert solution (`expert_solution`) with memory through the real agent loop.
 
   Args:
     game_path: a game folder (or its game.tw-pddl).
@@ -56,7 +96,7 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   Raises:
     DemonstrationError: the solution failed in the engine or did not win.
   """
-  demonstrator = Demonstrator(read_walkthrough(game_path), config, random.Random(seed),
+  demonstrator = Demonstrator(expert_solution(game_path), config, random.Random(seed),
                               renderer.tokenizer)
   policy = ScriptedPolicy(renderer, [[demonstrator] * config.agent.max_steps])
   try:
@@ -83,7 +123,7 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
            "reads": 0, "reads_used": 0, "longest_turn": 0}
   for segment in trajectory.segments:
-    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.loss_mask, 0])))[::2]
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.sample.loss_mask, 0])))[::2]
     stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
     working = list(segment.messages[2:])
     seen, supplied = "", []

@@ -1,7 +1,7 @@
 """The run plots are written as real PNG files."""
 
-from memex_jax import plots
-from memex_jax import run_log
+from memex_jax.runs import plots
+from memex_jax.runs import log as run_log
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

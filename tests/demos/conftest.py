@@ -1,5 +1,5 @@
-"""Shared ALFWorld fixtures (the generated split itself is in tests/envs/conftest.py): what the
-demonstration tests share (renderer, config, engine, the split's small scenes, broken games)."""
+"""What the demonstration tests share (the generated ALFWorld split is in tests/conftest.py):
+renderer, config, engine, the split's small scenes, broken games."""
 
 import json
 import os
@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from memex_jax.agent import ChatRenderer
-from memex_jax.envs.alfworld import demonstrations
+from memex_jax import demos
+from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldEnv
 
@@ -18,23 +19,14 @@ DEMONSTRATION_THRESHOLD = 1024
 
 
 @pytest.fixture(scope="session")
-def game_by_type(games_root, manifest):
-  """task type -> folder of the first game of that type."""
-  folders = {}
-  for record in manifest:
-    folders.setdefault(record["task_type"], f"{games_root}/{record['path']}")
-  return folders
-
-
-@pytest.fixture(scope="session")
 def renderer(smollm2_tokenizer):
   return ChatRenderer(smollm2_tokenizer)
 
 
 @pytest.fixture(scope="session")
 def demonstration_config():
-  return demonstrations.DemonstrationConfig(
-      agent=demonstrations.smollm2_agent_config(threshold=DEMONSTRATION_THRESHOLD))
+  return demos.DemonstrationConfig(
+      agent=smollm2_alfworld(threshold=DEMONSTRATION_THRESHOLD))
 
 
 @pytest.fixture(scope="session")

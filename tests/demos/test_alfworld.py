@@ -3,14 +3,15 @@
 import pytest
 
 from memex_jax.agent import parse_turn
-from memex_jax.envs.alfworld import demonstrations as demos
+from memex_jax import demos
+from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld import pddl
 from memex_jax.envs.alfworld.env import memex_harder
 
 
 def test_the_smollm2_preset_and_the_harder_env():
-  agent = demos.smollm2_agent_config()
+  agent = smollm2_alfworld()
   assert (agent.mode, agent.context_window, agent.threshold, agent.summary_token_budget) == (
       "memex", 8192, 2048, 300)
   assert "look (once per episode" in agent.env_instructions
@@ -43,14 +44,23 @@ def test_a_failing_solution_raises_naming_the_game_and_command(broken_copy, rend
                                                                demonstration_env):
   game = broken_copy(["take ghost 1 from nowhere 1"])
   # A short episode leaves no room for a survey: the bad command runs right after look.
-  short = demos.DemonstrationConfig(agent=demos.smollm2_agent_config(max_steps=8))
+  short = demos.DemonstrationConfig(agent=smollm2_alfworld(max_steps=8))
   with pytest.raises(demos.DemonstrationError,
                      match=r"broken: 'take ghost 1 from nowhere 1' failed: 'Nothing "
                      r"happens.'"):
     demos.make_demonstration(game, renderer, short, 0, demonstration_env)
 
 
-def test_a_game_without_a_solution_raises_naming_its_file(broken_copy):
+def test_a_game_without_a_walkthrough_is_solved_by_the_planner_expert(broken_copy, renderer,
+                                                                       demonstration_config,
+                                                                       demonstration_env):
   game = broken_copy(None)
   with pytest.raises(demos.DemonstrationError, match="has no 'walkthrough'"):
     demos.read_walkthrough(game)
+  plan = demos.planner_walkthrough(game)
+  assert plan and demos.expert_solution(game) == plan
+  trajectory = demos.make_demonstration(game, renderer, demonstration_config, 0,
+                                        demonstration_env)
+  assert trajectory.metrics.success
+  played = [m.content for s in trajectory.segments for m in s.messages if m.role == "assistant"]
+  assert plan[-1] in "".join(played)  # the planner's winning command was the demonstration's

@@ -1,4 +1,4 @@
-r"""The scripted expert of `demonstrations`: plays one ALFWorld game and writes Memex tool calls.
+r"""The scripted ALFWorld expert of `demos.alfworld`: plays one game, writing Memex tool calls.
 
 It plays the game's expert solution (the walkthrough the game file ships) after a survey of the
 room: `look` once, then visit receptacles (open, note, close) with the solution's receptacles
@@ -9,8 +9,8 @@ actions done is written explicitly (db_content), and the progress state keeps ty
 When the next action needs an id the working context no longer shows, it calls ReadExperience on
 the smallest block holding it, and the action then uses what it read.
 
-`DemonstrationConfig` (with the SmolLM2 preset it defaults to) and `DemonstrationError` live here
-because the expert reads the one and raises the other; `demonstrations` re-exports them.
+`DemonstrationConfig` (SmolLM2's ALFWorld preset by default) and `DemonstrationError` live here
+because the expert reads the one and raises the other; `demos.alfworld` re-exports them.
 """
 
 from __future__ import annotations
@@ -22,32 +22,18 @@ import re
 from typing import Any, Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
+from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
+from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extract_span,
                               parse_status)
 
-ALFWORLD_INSTRUCTIONS = (
-    "You act in a household. The execute tool runs one text command: look (once per "
-    "episode; it lists the room's receptacles), go to R, open R, close R, take O from R, "
-    "move O to R, examine X, use LAMP, heat O with R, cool O with R, clean O with R, "
-    "inventory. Name every object and receptacle by its exact id, like \"drawer 1\". The "
-    "episode ends when the task is done.")
-THING_ID = re.compile(r"\b[a-z]+ \d+\b")  # An object or receptacle id, like "drawer 1".
 _PLAN_SHOWN = 6  # Plan steps a progress state spells out.
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
 
 
 class DemonstrationError(RuntimeError):
   """The expert solution could not be played (names the game and the failing command)."""
-
-
-def smollm2_agent_config(**overrides: Any) -> AgentConfig:
-  """Memex on ALFWorld sized for SmolLM2's 8K window: threshold 2K, 300-token summaries."""
-  fields = dict(mode="memex", max_steps=50, context_window=8192, threshold=2048,
-                max_turn_tokens=512, summary_token_budget=300,
-                env_instructions=ALFWORLD_INSTRUCTIONS)
-  fields.update(overrides)
-  return AgentConfig(**fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +48,7 @@ class DemonstrationConfig:
     step_reserve: agent turns kept free for compressions and reads after the survey.
   """
 
-  agent: AgentConfig = dataclasses.field(default_factory=smollm2_agent_config)
+  agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
   env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
   min_survey: int = 5
   max_survey: int = 9

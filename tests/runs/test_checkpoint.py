@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from memex_jax import checkpoint
+from memex_jax.runs import checkpoint
 from memex_jax.models import config
 from memex_jax.models import transformer
 from memex_jax.parallel import mesh as mesh_lib
 from memex_jax.parallel import sharding
 from memex_jax.rl import learner
-from memex_jax.rl.batch import PackedBatch
+from memex_jax.rl.packing import PackedBatch
 
 CFG = config.tiny("llama")
 OPTIMIZER = learner.make_optimizer(1e-2)
@@ -117,7 +117,7 @@ def test_truncated_file_falls_back_to_the_previous_step(tmp_path, caplog):
   with open(victim, "r+b") as f:
     f.truncate(os.path.getsize(victim) // 2)
 
-  with caplog.at_level(logging.WARNING, logger="memex_jax.checkpoint"), \
+  with caplog.at_level(logging.WARNING, logger="memex_jax.runs.checkpoint"), \
       _unraisable_reports() as reported, checkpoint.Checkpointer(tmp_path) as restorer:
     restored = restorer.restore_latest(state)
     # The corrupt step is reported and set aside, not deleted, so step 2 can be saved again.
@@ -164,7 +164,7 @@ def test_mismatched_target_is_reported_and_refused(tmp_path, caplog, target_cfg,
   with checkpoint.Checkpointer(tmp_path) as restorer:
     with pytest.raises(ValueError, match=reason):
       restorer.restore(3, target)
-    with caplog.at_level(logging.WARNING, logger="memex_jax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="memex_jax.runs.checkpoint"):
       assert restorer.restore_latest(target) is None
   assert "checkpoint step 3" in caplog.text
 

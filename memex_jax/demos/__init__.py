@@ -1,0 +1,11 @@
+"""Expert demonstrations in the Memex format: scripted experts driven through the real agent loop.
+
+This package may import `agent` and `envs`; neither imports it.
+"""
+
+from memex_jax.demos.alfworld import (DemonstrationConfig, DemonstrationError,
+                                      demonstration_stats, expert_solution, make_demonstration,
+                                      planner_walkthrough, read_walkthrough)
+
+__all__ = ["DemonstrationConfig", "DemonstrationError", "demonstration_stats", "expert_solution",
+           "make_demonstration", "planner_walkthrough", "read_walkthrough"]
