@@ -1,4 +1,11 @@
-"""The Memex agent: ChatML tool format, parser, Algorithm 1 over a batch, rewards, baselines."""
+"""The Memex agent: ChatML tool format, parser, Algorithm 1 over a batch, rewards, baselines.
+
+Model text enters at one boundary, the parser: whatever a model writes, its episode is scored,
+never the run stopped. A malformed turn (text a tokenizer cannot encode, such as a lone
+surrogate escape, included) counts in P_format; a failing env, or env text that cannot be
+tokenized, ends that episode as `env_error`. Only a policy breaking its contract, or a bug of the
+loop itself, raises.
+"""
 
 from memex_jax.agent.chat import (IM_END, IM_START, ChatRenderer, Message, RenderedIds,
                                   tool_response, tool_response_body, tools_block)

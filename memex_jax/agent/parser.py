@@ -2,8 +2,8 @@
 
 Accepted forms: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (this project's
 format) and the XML style `<function=Name><parameter=key>value</parameter></function>`, bare
-or inside `<tool_call>` tags. Every turn is an attempted call: a turn without one is
-malformed.
+or inside `<tool_call>` tags (the first `<function=` opens the call, the first `</function>`
+after it closes it). Every turn is an attempted call: a turn without one is malformed.
 
 This is where model text enters the system, so a call it accepts is safe for everything
 downstream (memory tools, tokenizer, renderer, env). The decisions, made here once:
@@ -228,6 +228,8 @@ def _from_xml(text: str) -> ParsedTurn:
     arguments[key] = _parameter_value(raw)
     at = body.find(PARAMETER_OPEN, end)
   return _checked(name, arguments)
+
+
 def _call_bodies(text: str) -> list[str] | None:
   """Bodies of the <tool_call> blocks, or None when the tags do not pair up."""
   bodies, open_at = [], None
