@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import pytest
 
 from memex_jax.agent import (ENV_ERROR, FINISH_REASONS, MAX_NESTING, MEMEX, MODES, AgentConfig,
-                             EpisodeSpec, ScriptedPolicy, parse_turn, run_episodes)
+                             EpisodeSpec, ScriptedPolicy, parse_turn, run_episodes,
+                             tool_response)
 from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld.env import AlfWorldEnv, memex_harder
 from memex_jax.envs.toy import VaultEnv, VaultTask, vault_code
@@ -25,9 +26,18 @@ from memex_jax.memory.tools import ANCHOR_KEYS
 TASK = VaultTask(seed=3, corridor_length=2)
 
 
+def _weighted(*choices):
+  """A draw from one of the (weight, strategy) `choices`, picked in proportion to its weight.
+
+  (`st.one_of` would not do: it draws each distinct strategy equally often.)
+  """
+  return st.sampled_from([s for weight, s in choices for _ in range(weight)]).flatmap(
+      lambda strategy: strategy)
+
+
 def _mostly(good, bad):
   """`good` three times in four: enough well-formed calls reach the tools."""
-  return st.one_of(good, good, good, bad)
+  return _weighted((3, good), (1, bad))
 
 
 # Text a model may write: any unicode but lone surrogates (it samples tokens, which decode to
@@ -37,16 +47,16 @@ _MARKERS = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<parame
             "\x00", "\u202e", "\u200f", "\ufeff", "\r\n", "\\", '"', "{", "}", "\U0001f600"]
 _HUGE = st.builds(lambda piece, n: piece * n, st.sampled_from(["y", "\u202e", "\x00 ", "é"]),
                   st.sampled_from([500, 5_000]))
-_TEXT = st.one_of(st.text(max_size=24), st.text(max_size=24), _HUGE,
-                  st.lists(st.sampled_from(_MARKERS) | st.text(max_size=4), max_size=8)
-                  .map("".join))
+_TEXT = _weighted((2, st.text(max_size=24)), (1, _HUGE),
+                  (1, st.lists(st.sampled_from(_MARKERS) | st.text(max_size=4), max_size=8)
+                   .map("".join)))
 # Anchors: wild ones (nothing, everything, text every context holds), and phrases of the two
 # envs' observations, unique or not.
-_ANCHORS = st.one_of(
-    _TEXT, st.sampled_from(["", " ", "e", "\n", ".", "Context Status", "<tool_response>"]),
-    *[st.sampled_from(["A folded note", "The note reads", "You are in", "entrance hall",
-                       "Looking quickly", "You arrive at", "Nothing happens", "walls", "code",
-                       "a ", "table.", "reading.", "Exits:", "east.", "1."])] * 3)
+_ANCHORS = _weighted(
+    (1, _TEXT), (1, st.sampled_from(["", " ", "e", "\n", ".", "Status", "<tool_response>"])),
+    (3, st.sampled_from(["A folded note", "The note reads", "You are in", "entrance hall",
+                         "Looking quickly", "You arrive at", "Nothing happens", "walls", "code",
+                         "a ", "table.", "reading.", "Exits:", "east.", "1."])))
 _BAD_INDICES = st.sampled_from(["", "a b", "x" * 65, "nöte", "note_0\n", 7, None, [1]])
 # db_content blocks use note_* indices and anchored ones span_*: a test can predict the first.
 _NOTE_INDICES = _mostly(st.sampled_from([f"note_{i}" for i in range(6)]), _BAD_INDICES)
@@ -61,19 +71,16 @@ _SPAN_BLOCK = st.fixed_dictionaries(
 
 def _tool_calls(commands):
   """(name, arguments) of calls to every tool, unknown ones included, with wild arguments."""
-  tools = {
-      "execute": st.fixed_dictionaries({"command": st.sampled_from(commands) | _TEXT}),
-      COMPRESS: st.fixed_dictionaries({
-          "summary": _mostly(_TEXT, st.none()),
-          "db_blocks": st.lists(_NOTE_BLOCK, max_size=3) | st.lists(_SPAN_BLOCK, max_size=3)}),
-      READ: st.fixed_dictionaries({"index": _mostly(
-          st.sampled_from(["note_0", "note_1", "span_0", "nowhere"]), _BAD_INDICES)}),
-      FINISH: st.fixed_dictionaries({"answer": _TEXT}),
-  }
-  unknown = st.tuples(_TEXT, st.dictionaries(st.text(max_size=4), _TEXT, max_size=2))
-  names = ["execute", "execute", COMPRESS, COMPRESS, COMPRESS, READ, READ, FINISH, "unknown"]
-  return st.sampled_from(names).flatmap(
-      lambda name: unknown if name == "unknown" else st.tuples(st.just(name), tools[name]))
+  def call(name, **arguments):
+    return st.tuples(st.just(name), st.fixed_dictionaries(arguments))
+  return _weighted(
+      (2, call("execute", command=st.sampled_from(commands) | _TEXT)),
+      (3, call(COMPRESS, summary=_mostly(_TEXT, st.none()),
+               db_blocks=st.lists(_NOTE_BLOCK, max_size=3) | st.lists(_SPAN_BLOCK, max_size=3))),
+      (2, call(READ, index=_mostly(st.sampled_from(["note_0", "span_0", "nowhere"]),
+                                   _BAD_INDICES))),
+      (1, call(FINISH, answer=_TEXT)),
+      (1, st.tuples(_TEXT, st.dictionaries(st.text(max_size=4), _TEXT, max_size=2))))
 
 
 def _rendered(call, ensure_ascii):
@@ -125,18 +132,17 @@ _READ = st.sampled_from(["note_0", "note_1", "note_2", "span_0", "span_1"]).map(
 
 def _turns(commands):
   """(turn, must_be_malformed): text or raw ids (taken modulo the vocabulary); mostly calls."""
-  call = st.builds(_rendered, _tool_calls(commands) | _ARCHIVE_NOTES | _ARCHIVE_SPAN | _READ,
-                   st.booleans())
-  kinds = {
-      "call": call.map(lambda turn: (turn, False)),
-      "calls": st.lists(call, min_size=2, max_size=4).map(lambda turns: ("\n".join(turns), False)),
-      "malformed": _MALFORMED.map(lambda turn: (turn, True)),
-      "no call": _TEXT.filter(lambda t: "<tool_call>" not in t and "<function=" not in t)
-                 .map(lambda turn: (turn, True)),
-      "text": _TEXT.map(lambda turn: (turn, False)),
-      "ids": st.lists(st.integers(0, 2**16), max_size=32).map(lambda ids: (ids, False)),
-  }
-  return st.sampled_from(["call"] * 6 + sorted(kinds)).flatmap(kinds.get)
+  calls = _weighted((4, _tool_calls(commands)), (2, _ARCHIVE_NOTES), (1, _ARCHIVE_SPAN),
+                    (1, _READ))
+  call = st.builds(_rendered, calls, st.booleans())
+  return _weighted(
+      (6, call.map(lambda turn: (turn, False))),
+      (1, st.lists(call, min_size=2, max_size=4).map(lambda turns: ("\n".join(turns), False))),
+      (1, _MALFORMED.map(lambda turn: (turn, True))),
+      (1, _TEXT.filter(lambda t: "<tool_call>" not in t and "<function=" not in t)
+       .map(lambda turn: (turn, True))),  # no call at all
+      (1, _TEXT.map(lambda turn: (turn, False))),
+      (1, st.lists(st.integers(0, 2**16), max_size=32).map(lambda ids: (ids, False))))
 
 
 class _LoggedPolicy(ScriptedPolicy):
@@ -178,6 +184,9 @@ def _archived_notes(calls):
   return store
 
 
+_ERROR_REPLY = "<tool_response>\nError: "  # a rejected tool call
+
+
 def _check_scored(trajectory, played, must_be_malformed, renderer, config):
   """The episode was scored: every turn a step, every malformed one counted, store intact."""
   metrics = trajectory.metrics
@@ -201,6 +210,12 @@ def _check_scored(trajectory, played, must_be_malformed, renderer, config):
   for index, entry in trajectory.memory.items():
     if index not in notes:  # an anchored span: verbatim from a working context
       assert index.startswith("span_") and any(entry["content"] in w for w in working_texts)
+  for segment in trajectory.segments:  # every read gives back the block, verbatim
+    for turn, reply in zip(segment.messages, segment.messages[1:]):
+      call = parse_turn(turn.content).call if turn.role == "assistant" else None
+      if call and call.name == READ and not reply.content.startswith(_ERROR_REPLY):
+        block = tool_response(trajectory.memory[call.arguments["index"]]["content"])
+        assert reply.content.startswith(block.removesuffix("</tool_response>"))
 
 
 def _fuzz_batch(renderer, specs, scripts, mode=MEMEX, threshold=2048, **config):
