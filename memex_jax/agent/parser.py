@@ -45,6 +45,9 @@ FORMAT_ERRORS = (NO_TOOL_CALL, TAG_MISMATCH, INVALID_JSON, MISSING_NAME, MISSING
 MAX_NESTING = 16  # arrays/objects inside "arguments"
 
 _CALL_TAGS = re.compile(re.escape(CALL_OPEN) + "|" + re.escape(CALL_CLOSE))
+# Any surrogate code point in a str is unencodable (UTF-8 has none); json already turns an
+# escaped pair into the one character it stands for.
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
 _FORMAT_HINT = ('Call exactly one tool per turn as <tool_call>{"name": "<tool>", "arguments": '
                 '{...}}</tool_call>.')
 
@@ -120,11 +123,11 @@ def _decode_json(text: str) -> tuple[Any, str | None]:
 
 def text_problem(text: str) -> str | None:
   """Why `text` is not Unicode text a tokenizer can encode (a lone surrogate), or None."""
-  try:
-    text.encode("utf-8")
-  except UnicodeEncodeError as e:
-    return f"it holds a lone surrogate \\u{ord(text[e.start]):04x} at character {e.start}"
-  return None
+  # isascii is a flag lookup; the scan makes no copy of a long text (encoding it would).
+  found = None if text.isascii() else _SURROGATE.search(text)
+  if found is None:
+    return None
+  return f"it holds a lone surrogate \\u{ord(found.group()):04x} at character {found.start()}"
 
 
 def _not_text(what: str, problem: str) -> ParsedTurn:

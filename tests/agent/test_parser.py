@@ -207,19 +207,16 @@ _ADVERSARIAL_TURNS = {
     "paired tags": lambda n: "<function=f>" * (n // 23) + "</function>" * (n // 23),
     "calls per turn": lambda n: _CALL * (n // len(_CALL)),
     "one huge argument": lambda n: _CALL.replace("look", "x" * n),
+    "one huge non-ASCII argument": lambda n: _CALL.replace("look", "\u202eé" * (n // 2)),
     "json nesting": lambda n: "<tool_call>" + "[" * n + "</tool_call>",
 }
 
 
-def _best_seconds(text: str, min_calls: int) -> float:
-  """Best of 5 runs of parse_turn(text) (each of `min_calls` calls, per call)."""
-  runs = []
-  for _ in range(5):
-    start = time.perf_counter()
-    for _ in range(min_calls):
-      parse_turn(text)
-    runs.append((time.perf_counter() - start) / min_calls)
-  return min(runs)
+def _seconds_per_parse(text: str, calls: int) -> float:
+  start = time.perf_counter()
+  for _ in range(calls):
+    parse_turn(text)
+  return (time.perf_counter() - start) / calls
 
 
 @pytest.mark.parametrize("shape", sorted(_ADVERSARIAL_TURNS))
@@ -227,6 +224,8 @@ def test_parse_time_is_linear_in_the_turn_length(shape):
   make = _ADVERSARIAL_TURNS[shape]
   small, large = make(100_000), make(1_000_000)
   assert 9 * len(small) <= len(large) <= 11 * len(small)
-  ratio = _best_seconds(large, 2) / _best_seconds(small, 20)
+  # Best of 5 rounds, the sizes interleaved so that a busy machine slows both alike.
+  rounds = [(_seconds_per_parse(small, 20), _seconds_per_parse(large, 2)) for _ in range(5)]
+  ratio = min(r[1] for r in rounds) / min(r[0] for r in rounds)
   # 10x the text: ~10x the time when linear, ~100x when quadratic.
   assert ratio < 20, f"{shape}: 10x the text took {ratio:.1f}x the time"
