@@ -233,9 +233,10 @@ def _from_xml(text: str) -> ParsedTurn:
   return _checked(name, arguments)
 
 
-def _call_bodies(text: str) -> list[str] | None:
-  """Bodies of the <tool_call> blocks, or None when the tags do not pair up."""
-  bodies, open_at = [], None
+def _call_blocks(text: str) -> tuple[str | None, int] | None:
+  """(body of the first <tool_call> block, number of blocks), or None when the tags do not pair
+  up. Only the first body is cut out: a turn of many calls costs no copy of the others."""
+  first, count, open_at = None, 0, None
   for tag in _CALL_TAGS.finditer(text):
     if tag.group() == CALL_OPEN:
       if open_at is not None:
@@ -244,9 +245,10 @@ def _call_bodies(text: str) -> list[str] | None:
     else:
       if open_at is None:
         return None
-      bodies.append(text[open_at:tag.start()])
-      open_at = None
-  return None if open_at is not None else bodies
+      if first is None:
+        first = text[open_at:tag.start()]
+      count, open_at = count + 1, None
+  return None if open_at is not None else (first, count)
 
 
 def _parse_body(body: str) -> ParsedTurn:
@@ -260,13 +262,14 @@ def parse_turn(text: str) -> ParsedTurn:
   problem = text_problem(text)
   if problem is not None:
     return _not_text("The turn", problem)
-  bodies = _call_bodies(text)
-  if bodies is None:
+  blocks = _call_blocks(text)
+  if blocks is None:
     return _malformed(TAG_MISMATCH, f"{CALL_OPEN} and {CALL_CLOSE} tags do not match "
                       f"({text.count(CALL_OPEN)} opening, {text.count(CALL_CLOSE)} closing).")
-  if bodies:
-    first = _parse_body(bodies[0])
-    return dataclasses.replace(first, extra_calls=len(bodies) - 1) if first.call else first
+  body, count = blocks
+  if body is not None:
+    first = _parse_body(body)
+    return dataclasses.replace(first, extra_calls=count - 1) if first.call else first
   if FUNCTION_OPEN in text or FUNCTION_CLOSE in text:
     first = _from_xml(text)  # Only a call whose tags pair up: one per closing tag.
     return dataclasses.replace(first, extra_calls=text.count(FUNCTION_CLOSE) - 1) \

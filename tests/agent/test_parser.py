@@ -1,6 +1,7 @@
 """Tool-call parsing: both formats, every malformed class, no string makes it raise or makes it
 accept text the tokenizer cannot encode, and its time is linear in the turn's length."""
 
+import gc
 import json
 import time
 
@@ -207,16 +208,22 @@ _ADVERSARIAL_TURNS = {
     "paired tags": lambda n: "<function=f>" * (n // 23) + "</function>" * (n // 23),
     "calls per turn": lambda n: _CALL * (n // len(_CALL)),
     "one huge argument": lambda n: _CALL.replace("look", "x" * n),
-    "one huge non-ASCII argument": lambda n: _CALL.replace("look", "\u202eé" * (n // 2)),
+    "one huge non-ASCII argument": lambda n: _CALL.replace("look", "é" * n),
     "json nesting": lambda n: "<tool_call>" + "[" * n + "</tool_call>",
 }
 
 
-def _seconds_per_parse(text: str, calls: int) -> float:
-  start = time.perf_counter()
-  for _ in range(calls):
+def _seconds_per_parse(text: str) -> float:
+  """CPU seconds of one parse: this thread's CPU time (waiting for a core on a busy machine does
+  not count), with the garbage collector off as in timeit (a full collection walks every object
+  of the process, a cost unrelated to the turn)."""
+  gc.disable()
+  try:
+    start = time.thread_time()
     parse_turn(text)
-  return (time.perf_counter() - start) / calls
+    return time.thread_time() - start
+  finally:
+    gc.enable()
 
 
 @pytest.mark.parametrize("shape", sorted(_ADVERSARIAL_TURNS))
@@ -224,8 +231,8 @@ def test_parse_time_is_linear_in_the_turn_length(shape):
   make = _ADVERSARIAL_TURNS[shape]
   small, large = make(100_000), make(1_000_000)
   assert 9 * len(small) <= len(large) <= 11 * len(small)
-  # Best of 5 rounds, the sizes interleaved so that a busy machine slows both alike.
-  rounds = [(_seconds_per_parse(small, 20), _seconds_per_parse(large, 2)) for _ in range(5)]
+  # The fastest of 20 single parses of each size, interleaved so that both meet the same load.
+  rounds = [(_seconds_per_parse(small), _seconds_per_parse(large)) for _ in range(20)]
   ratio = min(r[1] for r in rounds) / min(r[0] for r in rounds)
   # 10x the text: ~10x the time when linear, ~100x when quadratic.
   assert ratio < 20, f"{shape}: 10x the text took {ratio:.1f}x the time"
