@@ -265,8 +265,7 @@ _ALFWORLD_COMMANDS = ["look", "inventory", "go to sofa 1", "take laptop 1 from s
 
 @hypothesis.settings(max_examples=12, deadline=None,
                      suppress_health_check=[hypothesis.HealthCheck.too_slow,
-                                            hypothesis.HealthCheck.data_too_large,
-                                            hypothesis.HealthCheck.function_scoped_fixture])
+                                            hypothesis.HealthCheck.data_too_large])
 @hypothesis.given(st.lists(_turns(_ALFWORLD_COMMANDS), min_size=2, max_size=8),
                   st.lists(_turns(_VAULT_COMMANDS), min_size=1, max_size=4))
 def test_any_turns_on_a_real_alfworld_game_are_scored(renderer, alfworld_env, alfworld_game,
