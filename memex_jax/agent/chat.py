@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from typing import Any, Sequence
 
 from memex_jax.memory.accounting import TextTokenizer
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ROLES = ("system", "user", "assistant", "tool")
-_TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+_RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>\n", "\n</tool_response>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,14 +51,23 @@ class RenderedIds:
 
 
 def tool_response(content: str) -> str:
-  return f"<tool_response>\n{content}\n</tool_response>"
+  return f"{_RESPONSE_OPEN}{content}{_RESPONSE_CLOSE}"
 
 
 def tool_response_body(text: str) -> str | None:
   """The content of the last `tool_response` in `text` (None if it has none): what a scripted
-  policy reading its context as text got back from its latest tool call."""
-  bodies = _TOOL_RESPONSE.findall(text)
-  return bodies[-1] if bodies else None
+  policy reading its context as text got back from its latest tool call.
+
+  Each opening pairs with the first closing after it, scanning forward (linear in `text`: a
+  lazy pattern retried at every unclosed opening was quadratic).
+  """
+  last, at = None, 0
+  while (start := text.find(_RESPONSE_OPEN, at)) != -1:
+    end = text.find(_RESPONSE_CLOSE, start + len(_RESPONSE_OPEN))
+    if end == -1:
+      break
+    last, at = (start + len(_RESPONSE_OPEN), end), end + len(_RESPONSE_CLOSE)
+  return None if last is None else text[last[0]:last[1]]
 
 
 def tools_block(schemas: Sequence[dict[str, Any]]) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from memex_jax.agent import trajectory as traj
 from memex_jax.agent.chat import ChatRenderer, Message, tool_response
 from memex_jax.agent.config import FULL_CONTEXT, MEMEX, AgentConfig
-from memex_jax.agent.parser import ParsedTurn, ToolCall, parse_turn
+from memex_jax.agent.parser import ParsedTurn, ToolCall, parse_turn, text_problem
 from memex_jax.agent.policy import Turn, TurnRequest
 from memex_jax.agent.rewards import RedundancyTracker, StepRecord, shaped_reward
 from memex_jax.envs.batch import ResetReply, StepReply
@@ -28,6 +28,10 @@ from memex_jax.memory import (COMPRESS, FINISH, MEMORY_TOOLS, ContextStatus, Con
                               ExperienceStore, ExperienceStoreError, ToolArgumentError,
                               build_summary, plan_compression, string_argument)
 from memex_jax.rl.sample import Sample
+
+# Env text goes into the context, so the tokenizer must encode it: text that is not Unicode
+# text (a lone surrogate, e.g. bytes read with errors="surrogateescape") is the env's failure.
+_NOT_TEXT = "the environment's text cannot be tokenized: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +125,9 @@ class Episode:
 
   def begin(self, reset: ResetReply) -> TurnRequest | None:
     """Starts from the env's reset; returns the first request (None if the reset failed)."""
-    if reset.error:  # A broken task is a scored failure, not a crash of the loop.
-      self._end(traj.ENV_ERROR, f"reset failed: {reset.error}")
+    problem = text_problem(reset.task_text) or text_problem(reset.observation)
+    if reset.error or problem:  # A broken task is a scored failure, not a crash of the loop.
+      self._end(traj.ENV_ERROR, f"reset failed: {reset.error or _NOT_TEXT + problem}")
       return None
     self.task_text = reset.task_text
     self._prefix = [self._piece(Message("system", self._system_prompt)),
@@ -280,8 +285,10 @@ class Episode:
                    f"{', '.join(self._tool_names)}"), False
 
   def _env_result(self, command: str, reply: StepReply) -> tuple[Message, bool]:
-    if reply.error:  # The environment's failure ends this episode only.
-      self._end(traj.ENV_ERROR, f"step({command!r}) failed: {reply.error}")
+    problem = text_problem(reply.observation)
+    if reply.error or problem:  # The environment's failure ends this episode only.
+      reason = reply.error or _NOT_TEXT + problem
+      self._end(traj.ENV_ERROR, f"step({command!r}) failed: {reason}")
       return Message("tool", ""), False
     self.won = self.won or reply.won
     if reply.done:

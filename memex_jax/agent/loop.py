@@ -3,7 +3,8 @@
 Each round, every live episode asks the policy for its next turn; the policy answers all of
 them in one call (the JAX sampler decodes them as one batch). Memory tools run in-process; the
 round's environment actions then run together, one call per env pool (`envs.batch`), so pooled
-engines step in parallel. Episodes end independently.
+engines step in parallel. Episodes end independently, and whatever one episode's model or env
+writes ends at most that episode, as a scored failure (see `memex_jax.agent`): the batch goes on.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A policy that plays scripted assistant turns (tests, demonstrations).
 
-A turn is either fixed text or a function of the decoded context the policy holds, so a script
-can only use what its context shows (e.g. a code it must read back from memory). Text is
-tokenized with the real tokenizer; the ids end with <|im_end|>; logprobs are 0.
+A turn is fixed text, a function of the decoded context the policy holds (so a script can only
+use what its context shows, e.g. a code it must read back from memory), or raw token ids (what
+a model may sample but no text encodes to, e.g. bytes that are not UTF-8). Text is tokenized
+with the real tokenizer; the ids end with <|im_end|>; logprobs are 0.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Callable, Sequence, Union
 from memex_jax.agent.chat import ChatRenderer
 from memex_jax.agent.policy import Turn, TurnRequest
 
-ScriptedTurn = Union[str, Callable[[str], str]]
+ScriptedTurn = Union[str, Callable[[str], str], Sequence[int]]
 
 
 class ScriptedPolicy:
@@ -28,7 +29,7 @@ class ScriptedPolicy:
     """Everything the policy was given and produced for a live episode, in order."""
     return list(self._contexts[episode_id])
 
-  def _next_text(self, episode_id: int, context: list[int]) -> str:
+  def _next_ids(self, episode_id: int, context: list[int]) -> list[int]:
     if not 0 <= episode_id < len(self._scripts):
       raise KeyError(f"ScriptedPolicy has no script for episode {episode_id}")
     script, played = self._scripts[episode_id], self._played[episode_id]
@@ -37,7 +38,9 @@ class ScriptedPolicy:
                        f"its script has {len(script)}")
     self._played[episode_id] += 1
     turn = script[played]
-    return turn if isinstance(turn, str) else turn(self._renderer.tokenizer.decode(context))
+    if callable(turn):
+      turn = turn(self._renderer.tokenizer.decode(context))
+    return self._renderer.tokenizer.encode(turn) if isinstance(turn, str) else list(turn)
 
   def generate(self, requests: Sequence[TurnRequest]) -> list[Turn]:
     turns = []
@@ -49,8 +52,7 @@ class ScriptedPolicy:
       else:
         self._contexts[request.episode_id] += request.new_ids
       context = self._contexts[request.episode_id]
-      text = self._next_text(request.episode_id, context)
-      ids = self._renderer.tokenizer.encode(text) + [self._renderer.end_id]
+      ids = self._next_ids(request.episode_id, context) + [self._renderer.end_id]
       ids = ids[:request.max_new_tokens]
       context += ids
       turns.append(Turn(tuple(ids), (0.0,) * len(ids)))

@@ -17,7 +17,7 @@ FINISHED = "finish"  # The agent called Finish.
 ENV_DONE = "env_done"  # The environment reported the episode over (won or lost).
 MAX_STEPS = "max_steps"  # T_max turns without an ending.
 CONTEXT_OVERFLOW = "context_overflow"  # The context would pass the model's window.
-ENV_ERROR = "env_error"  # The environment raised; the episode is scored as a failure.
+ENV_ERROR = "env_error"  # The env raised or sent untokenizable text; scored as a failure.
 FINISH_REASONS = (FINISHED, ENV_DONE, MAX_STEPS, CONTEXT_OVERFLOW, ENV_ERROR)
 
 

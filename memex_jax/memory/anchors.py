@@ -9,13 +9,15 @@ class AnchorError(ValueError):
   """The anchors do not name exactly one span; the message says which anchor failed and why."""
 
 
-def _occurrences(text: str, needle: str) -> list[int]:
-  """Start offsets of every (possibly overlapping) occurrence of `needle` in `text`."""
-  found, at = [], text.find(needle)
-  while at != -1:
-    found.append(at)
-    at = text.find(needle, at + 1)
-  return found
+def _first_two(text: str, needle: str) -> list[int]:
+  """Start offsets of the first two (possibly overlapping) occurrences of `needle` in `text`.
+
+  Two are enough to tell unique from not, and the cost stays linear in `text` whatever the
+  anchor (one matching every character included).
+  """
+  first = text.find(needle)
+  second = text.find(needle, first + 1) if first != -1 else -1
+  return [at for at in (first, second) if at != -1]
 
 
 def _check_anchor(name: str, anchor: Any) -> str:
@@ -45,13 +47,13 @@ def extract_span(text: str, start_anchor: Any, mid_anchor: Any, end_anchor: Any)
   start_anchor = _check_anchor("start_anchor", start_anchor)
   mid_anchor = _check_anchor("mid_anchor", mid_anchor)
   end_anchor = _check_anchor("end_anchor", end_anchor)
-  starts = _occurrences(text, start_anchor)
+  starts = _first_two(text, start_anchor)
   if not starts:
     raise AnchorError(f"start_anchor {start_anchor!r} was not found in the working context")
   if len(starts) > 1:
     raise AnchorError(
-        f"start_anchor {start_anchor!r} is not unique: it occurs {len(starts)} times in the "
-        "working context; use a longer anchor")
+        f"start_anchor {start_anchor!r} is not unique: it occurs more than once in the working "
+        f"context (at characters {starts[0]} and {starts[1]}); use a longer anchor")
   after_start = starts[0] + len(start_anchor)
   end_at = text.find(end_anchor, after_start)
   if end_at == -1:

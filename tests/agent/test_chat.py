@@ -1,7 +1,10 @@
 """The ChatML tool format rendered to ids with the real SmolLM2 tokenizer."""
 
 import json
+import re
 
+import hypothesis
+from hypothesis import strategies as st
 import pytest
 
 from memex_jax.agent import (ChatRenderer, Message, tool_response, tool_response_body,
@@ -80,3 +83,21 @@ def test_tool_response_body_reads_back_the_last_response():
   assert tool_response_body(tool_response("") + "\n[Context Status: ...]") == ""
   assert tool_response_body(tool_response("first") + "\nturn\n" + tool_response("last")) == "last"
   assert tool_response_body("<tool_response>\nunclosed") is None
+
+
+def test_tool_response_body_is_found_by_a_forward_scan():
+  # 20k unclosed openings: a lazy pattern retried at each took minutes; a forward scan, ms.
+  context = tool_response("kept") + "<tool_response>\n" * 20_000
+  assert tool_response_body(context) == "kept"
+  # The first unclosed opening pairs with the next closing, as the pattern paired them.
+  assert tool_response_body(context + tool_response("newest")) == (
+      "<tool_response>\n" * 20_000 + "newest")
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(st.lists(st.sampled_from(["<tool_response>\n", "\n</tool_response>", "x", "\n",
+                                            "<tool_response>", "</tool_response>"]))
+                  .map("".join))
+def test_tool_response_body_pairs_tags_as_the_lazy_pattern_does(text):
+  matches = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.DOTALL)
+  assert tool_response_body(text) == (matches[-1] if matches else None)

@@ -235,3 +235,16 @@ def test_pooled_episodes_step_together_and_match_in_process_ones(renderer):
   # One pool call per round with an env action, carrying every episode that ran one. Fewer
   # from round 2 (episode 1 finishes) and round 5 (0 archives); round 8 (0 reads) makes none.
   assert pool.step_sizes == [3, 2, 2, 2, 1, 1, 1, 1]
+
+
+class _DroppingPolicy(ScriptedPolicy):
+  """Answers one request fewer than it was asked: a policy breaking its contract."""
+
+  def generate(self, requests):
+    return super().generate(requests)[1:]
+
+
+def test_a_policy_breaking_its_contract_raises(renderer):
+  # Unlike anything a model writes, this is a bug of the caller's code: it must not be scored.
+  with pytest.raises(ValueError, match="the policy returned 1 turns for 2 requests"):
+    _run(renderer, [[_go("look")]] * 2, policy=_DroppingPolicy(renderer, [[_go("look")]] * 2))

@@ -1,13 +1,17 @@
-"""Tool-call parsing: both formats, every malformed class, and no string makes it raise."""
+"""Tool-call parsing: both formats, every malformed class, no string makes it raise or makes it
+accept text the tokenizer cannot encode, and its time is linear in the turn's length."""
 
+import gc
 import json
+import time
 
 import hypothesis
 from hypothesis import strategies as st
 import pytest
 
-from memex_jax.agent import (FORMAT_ERRORS, INVALID_ARGUMENTS, INVALID_JSON, MISSING_ARGUMENTS,
-                             MISSING_NAME, NO_TOOL_CALL, TAG_MISMATCH, ToolCall, parse_turn)
+from memex_jax.agent import (FORMAT_ERRORS, INVALID_ARGUMENTS, INVALID_JSON, INVALID_TEXT,
+                             MAX_NESTING, MISSING_ARGUMENTS, MISSING_NAME, NO_TOOL_CALL,
+                             TAG_MISMATCH, ToolCall, parse_turn, text_problem)
 
 
 def test_json_call_after_thinking():
@@ -71,6 +75,55 @@ def test_malformed_turns_are_classified(text, error):
   assert "<tool_call>" in parsed.detail  # Every error tells the agent the right format.
 
 
+@pytest.mark.parametrize("arguments", [
+    '{"summary": "x\\ud800"}',  # the issue's minimal turn: a lone high surrogate escape
+    '{"summary": "\\udc00 then text"}',  # a lone low surrogate
+    '{"summary": "\\ude00\\ud83d"}',  # a pair in the wrong order is two lone halves
+    '{"x\\udfff": "key"}',
+    '{"db_blocks": [{"index": "a", "db_content": "\\ud800"}]}',
+    '"{\\"summary\\": \\"\\\\ud800\\"}"',  # double-encoded arguments
+])
+def test_lone_surrogate_escapes_make_the_turn_malformed(arguments, smollm2_tokenizer):
+  parsed = parse_turn(f'<tool_call>{{"name": "CompressExperience", "arguments": {arguments}}}'
+                      "</tool_call>")
+  assert parsed.error in (INVALID_TEXT, INVALID_ARGUMENTS)
+  assert text_problem(parsed.detail) is None
+  smollm2_tokenizer.encode(parsed.detail)  # The agent is shown why; that text must encode.
+
+
+def test_surrogates_in_names_xml_and_raw_text_are_invalid_text():
+  assert parse_turn('<tool_call>{"name": "F\\ud800", "arguments": {}}</tool_call>').error == \
+      INVALID_TEXT
+  assert parse_turn("<function=f><parameter=a>[\"\\udbff\"]</parameter></function>").error == \
+      INVALID_TEXT
+  raw = '<tool_call>{"name": "F", "arguments": {"a": "\ud800"}}</tool_call>'
+  assert parse_turn(raw).error == INVALID_TEXT
+  assert "lone surrogate \\ud800 at character" in parse_turn(raw).detail
+
+
+def test_a_surrogate_pair_escape_is_one_character():
+  parsed = parse_turn('<tool_call>{"name": "F", "arguments": {"a": "\\ud83d\\ude00"}}'
+                      "</tool_call>")
+  assert parsed.call == ToolCall("F", {"a": "\U0001f600"})
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1E+999"])
+def test_non_finite_numbers_are_not_json(number):
+  parsed = parse_turn(f'<tool_call>{{"name": "F", "arguments": {{"x": [1, {number}]}}}}'
+                      "</tool_call>")
+  assert parsed.error == INVALID_JSON and number.lstrip("-") in parsed.detail
+  assert parse_turn('<tool_call>{"name": "F", "arguments": {"x": 1e300}}</tool_call>').call
+
+
+def test_arguments_nest_at_most_max_nesting_levels():
+  def call(depth):  # "arguments" is level 1; `depth` more arrays inside it
+    return ('<tool_call>{"name": "execute", "arguments": {"command": "look", "x": ' +
+            "[" * depth + "]" * depth + "}}</tool_call>")
+  assert parse_turn(call(MAX_NESTING - 1)).call is not None
+  assert parse_turn(call(MAX_NESTING)).error == INVALID_ARGUMENTS
+  assert parse_turn(call(200)).error == INVALID_ARGUMENTS  # json decodes it; we refuse it
+
+
 def test_pathological_json_does_not_raise():
   assert parse_turn("<tool_call>" + "[" * 100_000 + "</tool_call>").error == INVALID_JSON
   assert parse_turn('<tool_call>{"name": "a", "arguments": {"n": ' + "9" * 5000 +
@@ -109,3 +162,77 @@ def test_any_rendered_json_call_parses_back(name, arguments, thinking):
   payload = json.dumps({"name": name, "arguments": arguments})
   parsed = parse_turn(f"{thinking}<tool_call>\n{payload}\n</tool_call>")
   assert parsed.call == ToolCall(name, arguments)
+
+
+# Values json decodes but downstream code must never see: lone surrogate escapes, non-finite
+# numbers, deep nesting; and raw lone surrogates (hypothesis leaves category Cs out by default).
+_HOSTILE = st.sampled_from(['"', '"\\ud800"', '"a\\udfff', "\\ud83d\\ude00", "NaN", "Infinity",
+                            "-Infinity", "1e999", "1.5", "[", "]", "{", "}", ":", ",", '"k"'])
+_ANY_TEXT = st.text(st.characters(exclude_categories=[]), max_size=8)
+
+
+def _leaves_and_depth(value, depth=0):
+  if isinstance(value, dict):
+    value = [*value, *value.values()]
+  if isinstance(value, list):
+    found = [_leaves_and_depth(item, depth + 1) for item in value]
+    return [leaf for leaves, _ in found for leaf in leaves], max([depth] + [d for _, d in found])
+  return [value], depth
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(st.lists(st.one_of(_HOSTILE, _ANY_TEXT), max_size=12).map("".join),
+                  st.booleans())
+def test_an_accepted_call_is_safe_downstream(value, wrap_in_xml):
+  if wrap_in_xml:
+    text = f"<function=F><parameter=a>{value}</parameter></function>"
+  else:
+    text = f'<tool_call>{{"name": "F", "arguments": {{"a": {value}}}}}</tool_call>'
+  parsed = parse_turn(text)
+  assert text_problem(parsed.detail) is None
+  if parsed.call is not None:
+    leaves, depth = _leaves_and_depth(parsed.call.arguments)
+    assert depth < MAX_NESTING
+    for leaf in leaves:
+      assert not isinstance(leaf, str) or text_problem(leaf) is None
+      assert not isinstance(leaf, float) or leaf - leaf == 0.0  # finite
+
+
+_CALL = '<tool_call>{"name": "execute", "arguments": {"command": "look"}}</tool_call>'
+# Turns that made a backtracking parser quadratic, and other long shapes, sized to n characters.
+_ADVERSARIAL_TURNS = {
+    "function openings": lambda n: "<function=" * (n // 10),
+    "functions never closed": lambda n: "</function>" + "<function=a>" * (n // 12),
+    "parameters never closed": lambda n: ("<function=f>" + "<parameter=a>" * (n // 13) +
+                                          "</parameter>" + "</function>"),
+    "paired tags": lambda n: "<function=f>" * (n // 23) + "</function>" * (n // 23),
+    "calls per turn": lambda n: _CALL * (n // len(_CALL)),
+    "one huge argument": lambda n: _CALL.replace("look", "x" * n),
+    "one huge non-ASCII argument": lambda n: _CALL.replace("look", "é" * n),
+    "json nesting": lambda n: "<tool_call>" + "[" * n + "</tool_call>",
+}
+
+
+def _seconds_per_parse(text: str) -> float:
+  """CPU seconds of one parse: this thread's CPU time (waiting for a core on a busy machine does
+  not count), with the garbage collector off as in timeit (a full collection walks every object
+  of the process, a cost unrelated to the turn)."""
+  gc.disable()
+  try:
+    start = time.thread_time()
+    parse_turn(text)
+    return time.thread_time() - start
+  finally:
+    gc.enable()
+
+
+@pytest.mark.parametrize("shape", sorted(_ADVERSARIAL_TURNS))
+def test_parse_time_is_linear_in_the_turn_length(shape):
+  make = _ADVERSARIAL_TURNS[shape]
+  small, large = make(100_000), make(1_000_000)
+  assert 9 * len(small) <= len(large) <= 11 * len(small)
+  # The fastest of 20 single parses of each size, interleaved so that both meet the same load.
+  rounds = [(_seconds_per_parse(small), _seconds_per_parse(large)) for _ in range(20)]
+  ratio = min(r[1] for r in rounds) / min(r[0] for r in rounds)
+  # 10x the text: ~10x the time when linear, ~100x when quadratic.
+  assert ratio < 20, f"{shape}: 10x the text took {ratio:.1f}x the time"

@@ -39,3 +39,11 @@ def test_running_out_of_script_is_an_error(renderer):
     policy.generate([TurnRequest(0, (1,), True, 8)])
   with pytest.raises(KeyError, match="no script for episode 4"):
     policy.generate([TurnRequest(4, (1,), True, 8)])
+
+
+def test_raw_id_turns_are_played_as_given(renderer, smollm2_tokenizer):
+  lead_byte = smollm2_tokenizer.token_to_id("Ã")  # 0xC3 alone: not UTF-8 by itself
+  policy = ScriptedPolicy(renderer, [[[lead_byte, lead_byte]]])
+  [turn] = policy.generate([TurnRequest(0, (1,), True, 8)])
+  assert list(turn.ids) == [lead_byte, lead_byte, renderer.end_id]
+  assert renderer.assistant_text(turn.ids) == "\ufffd\ufffd"  # decoding replaces bad bytes

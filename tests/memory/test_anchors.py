@@ -23,8 +23,9 @@ def test_span_may_cross_message_boundaries_verbatim():
 
 
 def test_start_anchor_must_be_unique():
+  second = CONTEXT.index("The note reads", CONTEXT.index("The note reads") + 1)
   with pytest.raises(AnchorError, match=r"start_anchor 'The note reads' is not unique: it "
-                     r"occurs 2 times"):
+                     rf"occurs more than once .*\(at characters \d+ and {second}\)"):
     extract_span(CONTEXT, "The note reads", "code", "reading.")
 
 
