@@ -198,9 +198,9 @@ def _check_scored(trajectory, played, must_be_malformed, renderer, config):
     assert turn.malformed or not malformed
   assert metrics.num_malformed == sum(turn.malformed for turn in parsed)
   assert metrics.p_format == pytest.approx(metrics.num_malformed / max(1, metrics.steps))
-  for segment in trajectory.segments:
-    assert len(segment.token_ids) == len(segment.loss_mask) == len(segment.rollout_logprobs)
-    assert len(segment.token_ids) <= config.context_window
+  for sample in trajectory.samples:
+    sample.check()  # token_ids, loss_mask and rollout_logprobs agree in length
+    assert len(sample.token_ids) <= config.context_window
   if config.mode != MEMEX:
     assert trajectory.memory == {}
     return
