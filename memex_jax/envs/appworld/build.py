@@ -1,6 +1,6 @@
 """Writes task worlds in AppWorld's own layout from a JSON design; runs in the AppWorld venv.
 
-  <appworld venv>/bin/python build.py DESIGN.json BASE_ROOT   (APPWORLD_ROOT: the output root)
+  <appworld venv>/bin/python build.py BASE_ROOT [DESIGN.json]   (APPWORLD_ROOT: the output root)
 
 BASE_ROOT/data caches, built once, the API docs (from the decrypted app code) and the base
 databases (every app's schema, plus the docs as rows of the api_docs app); they are copied to
@@ -89,10 +89,12 @@ def _build_task(data, task):
 
 
 def main():
-  design_path, base_root = sys.argv[1:3]
-  with open(design_path) as f:
-    design = json.load(f)
+  base_root, design_paths = sys.argv[1], sys.argv[2:]
   _build_base(base_root)
+  if not design_paths:
+    return
+  with open(design_paths[0]) as f:
+    design = json.load(f)
   data = os.path.join(path_store.root, "data")
   for folder in ("api_docs", "base_dbs"):
     if not os.path.exists(os.path.join(data, folder)):

@@ -147,8 +147,9 @@ class AppWorldEnv:
       return EPISODE_OVER, True, self._won, self._info()
     self._steps += 1
     left_s = self._deadline - time.monotonic()
-    if left_s <= 0:
-      return self._fail(f"episode time limit of {self.config.episode_timeout_s:.0f} s reached")
+    if left_s <= 0:  # the worker is sound: it serves the next episode
+      return self._fail(f"episode time limit of {self.config.episode_timeout_s:g} s reached",
+                        keep_worker=True)
     timeout_s = min(self.config.call_timeout_s + self.config.call_margin_s, left_s)
     try:
       reply = self._worker.call("execute", timeout_s, code=command)
@@ -184,8 +185,10 @@ class AppWorldEnv:
   def __del__(self):
     self.close()
 
-  def _fail(self, reason: str) -> tuple[str, bool, bool, dict[str, Any]]:
-    self.close()
+  def _fail(self, reason: str,
+            keep_worker: bool = False) -> tuple[str, bool, bool, dict[str, Any]]:
+    if not keep_worker:
+      self.close()
     self._done, self._won, self._score = True, False, 0.0
     info = self._info(failed=True, reason=reason)
     return f"The environment failed: {reason}", True, False, info

@@ -3,8 +3,8 @@
 AppWorld pins pydantic<2 and python-multipart<0.0.10 and freezes the process clock while a world
 is open, so it never shares the trainer's interpreter: it lives in a separate venv under
 `$MEMEX_JAX_CACHE/appworld` (default ~/.cache/memex_jax/appworld) and runs only in worker
-processes. `appworld install` decrypts the real apps offline; the decrypted code stays in the
-cache, never in the repository.
+processes. `appworld install` decrypts the real apps offline; the decrypted code, the API docs
+and the empty base databases built from it stay in the cache, never in the repository.
 
   python -m memex_jax.envs.appworld.install
 """
@@ -21,6 +21,7 @@ import sys
 import time
 
 APPWORLD_VERSION = "0.1.3.post1"
+BUILD_SCRIPT = pathlib.Path(__file__).with_name("build.py")
 _READY = "ready"  # marker file: present only after a complete install
 
 
@@ -32,6 +33,11 @@ def cache_dir() -> pathlib.Path:
 
 def venv_python(cache: pathlib.Path | None = None) -> pathlib.Path:
   return (cache or cache_dir()) / "venv" / "bin" / "python"
+
+
+def base_root(cache: pathlib.Path | None = None) -> pathlib.Path:
+  """An AppWorld root whose data/ holds the API docs and empty base databases."""
+  return (cache or cache_dir()) / "base"
 
 
 def _run(command: list[str], log) -> None:
@@ -59,6 +65,10 @@ def ensure_installed(cache: pathlib.Path | None = None, log=print) -> pathlib.Pa
     _run([str(python), "-m", "pip", "install", "-q", f"appworld=={APPWORLD_VERSION}"], log)
     # `appworld install` decrypts the apps inside the venv's site-packages.
     _run([str(python.parent / "appworld"), "install"], log)
+    # API docs and base databases depend only on the engine: built once, copied per world.
+    shutil.rmtree(base_root(cache), ignore_errors=True)
+    os.makedirs(base_root(cache) / "data")
+    _run([str(python), str(BUILD_SCRIPT), str(base_root(cache))], log)
     marker.write_text(APPWORLD_VERSION)
     log(f"AppWorld {APPWORLD_VERSION} installed in {cache} in {time.monotonic() - start:.0f} s")
   return python
