@@ -60,11 +60,18 @@ def split_task(task: str) -> tuple[str, str]:
   return str(folder.parents[2]), folder.name
 
 
-def clip(output: str, limit: int) -> str:
-  """`output`, cut to `limit` characters with a note of how much was left out."""
-  if len(output) <= limit:
-    return output
-  return (f"{output[:limit]}\n[output clipped: showing the first {limit} of {len(output)} "
+def dataset_tasks(root: str, split: str) -> list[str]:
+  """The task folders of a split listed in `<root>/data/datasets/<split>.txt` (generated worlds
+  and the official data alike)."""
+  with open(os.path.join(root, "data", "datasets", f"{split}.txt")) as f:
+    return [os.path.join(root, "data", "tasks", task_id) for task_id in f.read().split()]
+
+
+def clip(shown: str, total_chars: int) -> str:
+  """The first characters of an output, with a note when the output had more."""
+  if len(shown) >= total_chars:
+    return shown
+  return (f"{shown}\n[output clipped: showing the first {len(shown)} of {total_chars} "
           "characters]")
 
 
@@ -152,7 +159,8 @@ class AppWorldEnv:
                         keep_worker=True)
     timeout_s = min(self.config.call_timeout_s + self.config.call_margin_s, left_s)
     try:
-      reply = self._worker.call("execute", timeout_s, code=command)
+      reply = self._worker.call("execute", timeout_s, code=command,
+                                max_chars=self.config.max_observation_chars)
     except server.WorkerError as e:
       return self._fail(str(e))
     self._last_changed = bool(reply["changed_state"])
@@ -168,7 +176,7 @@ class AppWorldEnv:
       info = self._info(writes=info_writes, checks=checks)
     else:
       info = self._info(writes=info_writes)
-    observation = clip(reply["output"], self.config.max_observation_chars)
+    observation = clip(reply["output"], reply["output_chars"])
     return observation, self._done, self._won, info
 
   def changes_state(self, command: str) -> bool:
@@ -181,9 +189,6 @@ class AppWorldEnv:
     if self._worker is not None:
       self._worker.close()
       self._worker = None
-
-  def __del__(self):
-    self.close()
 
   def _fail(self, reason: str,
             keep_worker: bool = False) -> tuple[str, bool, bool, dict[str, Any]]:

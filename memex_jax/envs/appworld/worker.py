@@ -5,7 +5,8 @@ trainer (it imports appworld, which freezes the process clock while a world is o
 
 Protocol: POST a JSON object, get a JSON object back.
   /open      {task_id, timeout_seconds, official} -> {instruction, supervisor, apps}
-  /execute   {code} -> {output, completed, writes, changed_state}
+  /execute   {code, max_chars} -> {output (its first max_chars), output_chars, completed,
+             writes, changed_state}
   /evaluate  {} -> {checks: [{name, passed, detail}]}, the task's own checks on the live world
              (`ground_truth/checks.json`), or AppWorld's official evaluation for official tasks
   /ping      {} -> {}
@@ -71,7 +72,7 @@ class World:
       self.world.close()
       self.world = None
 
-  def execute(self, code):
+  def execute(self, code, max_chars):
     world = self._open_world()
     tracker = world.requester.request_tracker
     before = len(tracker.requests)
@@ -83,8 +84,8 @@ class World:
       fingerprint = self._fingerprint()
       changed = fingerprint != self._fingerprint_now
       self._fingerprint_now = fingerprint
-    return {"output": output, "completed": bool(world.task_completed()), "writes": writes,
-            "changed_state": changed}
+    return {"output": output[:max_chars], "output_chars": len(output),
+            "completed": bool(world.task_completed()), "writes": writes, "changed_state": changed}
 
   def evaluate(self):
     world = self._open_world()
@@ -172,7 +173,7 @@ def _handler(world):
           reply = world.open(request["task_id"], request.get("timeout_seconds", 30),
                              request.get("official", False))
         elif route == "execute":
-          reply = world.execute(request["code"])
+          reply = world.execute(request["code"], request.get("max_chars", 1 << 20))
         elif route == "evaluate":
           reply = world.evaluate()
         elif route == "ping":

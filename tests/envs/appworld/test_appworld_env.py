@@ -22,7 +22,7 @@ READ_NOTES = ("tok = apis.simple_note.login(username=apis.supervisor.show_profil
 def env(shared_env):
   """The shared env with short limits (its worker reads AppWorld's timeout at each reset)."""
   config = shared_env.config
-  shared_env.config = dataclasses.replace(config, max_steps=6, call_timeout_s=2, call_margin_s=3,
+  shared_env.config = dataclasses.replace(config, max_steps=7, call_timeout_s=2, call_margin_s=3,
                                           max_observation_chars=200)
   yield shared_env
   shared_env.config = config
@@ -32,8 +32,8 @@ def test_split_task_and_clip():
   assert appworld_env.split_task("/r/data/tasks/train0_1") == ("/r", "train0_1")
   with pytest.raises(ValueError, match="data/tasks"):
     appworld_env.split_task("/r/tasks/train0_1")
-  assert appworld_env.clip("abc", 5) == "abc"
-  clipped = appworld_env.clip("x" * 10, 4)
+  assert appworld_env.clip("abc", 3) == "abc"
+  clipped = appworld_env.clip("x" * 4, 10)
   assert clipped.startswith("xxxx\n") and "first 4 of 10 characters" in clipped
 
 
@@ -61,9 +61,13 @@ def test_episode_state_changes_and_step_limit(env, task_by_type):
 
   observation, _, _, _ = env.step("print('y' * 500)")
   assert "[output clipped: showing the first 200 of 501 characters]" in observation
+  # Past AppWorld's own import check, the worker's audit hook still refuses the network.
+  observation, _, _, _ = env.step("s = __import__('socket').socket()\n"
+                                  "s.connect(('192.0.2.1', 80))")
+  assert "network access outside loopback is blocked (192.0.2.1)" in observation
   observation, done, _, _ = env.step("1/0")
   assert "ZeroDivisionError" in observation and not done
-  observation, done, won, info = env.step("x = 1")  # the sixth step: the limit, then scoring
+  observation, done, won, info = env.step("x = 1")  # the seventh step: the limit, then scoring
   assert done and not won
   checks = {c["name"]: c["passed"] for c in info["checks"]}
   assert not checks["existing notes keep their text"]

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from memex_jax.envs.appworld import env as appworld_env
 from memex_jax.envs.appworld import generate
 
 
@@ -25,8 +26,8 @@ def test_layout_on_disk(worlds):
   data = os.path.join(root, "data")
   assert os.path.isfile(os.path.join(data, "api_docs", "standard", "simple_note.json"))
   assert os.path.isfile(os.path.join(data, "base_dbs", "venmo.db"))
-  with open(os.path.join(data, "datasets", "train.txt")) as f:
-    assert f.read().split() == [os.path.basename(t) for t in worlds["train"]]
+  for split in ("train", "test_challenge"):
+    assert appworld_env.dataset_tasks(root, split) == worlds[split]
   for task in worlds["train"] + worlds["test_challenge"]:
     with open(os.path.join(task, "specs.json")) as f:
       specs = json.load(f)
