@@ -164,7 +164,7 @@ class AppWorldEnv:
     except server.WorkerError as e:
       return self._fail(str(e))
     self._last_changed = bool(reply["changed_state"])
-    info_writes = list(reply["writes"])
+    writes = list(reply["writes"])
     if reply["completed"] or self._steps >= self.config.max_steps:
       try:
         checks = self._worker.call("evaluate", self.config.start_timeout_s)["checks"]
@@ -173,9 +173,9 @@ class AppWorldEnv:
       self._done = True
       self._score = sum(c["passed"] for c in checks) / max(len(checks), 1)
       self._won = bool(checks) and all(c["passed"] for c in checks)
-      info = self._info(writes=info_writes, checks=checks)
+      info = self._info(writes=writes, checks=checks)
     else:
-      info = self._info(writes=info_writes)
+      info = self._info(writes=writes)
     observation = clip(reply["output"], reply["output_chars"])
     return observation, self._done, self._won, info
 

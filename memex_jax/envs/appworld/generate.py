@@ -61,8 +61,7 @@ def write_designs(out: str, designs: list[tasks_lib.TaskDesign], python: str | N
   try:
     run = subprocess.run(
         [python, str(install.BUILD_SCRIPT), str(install.base_root()), f.name],
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
-             "APPWORLD_ROOT": str(pathlib.Path(out).resolve())},
+        env=install.engine_environment(pathlib.Path(out).resolve()),
         cwd=out, capture_output=True, text=True, timeout=timeout_s, check=False)
   finally:
     os.unlink(f.name)

@@ -40,9 +40,17 @@ def base_root(cache: pathlib.Path | None = None) -> pathlib.Path:
   return (cache or cache_dir()) / "base"
 
 
-def _run(command: list[str], log) -> None:
+def engine_environment(root: str | os.PathLike, cache: pathlib.Path | None = None
+                       ) -> dict[str, str]:
+  """Environment variables of an AppWorld process: a minimal PATH/HOME, the data root, and
+  AppWorld's own cache (its unpacked tests) inside ours rather than under ~/.appworld."""
+  return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
+          "APPWORLD_ROOT": str(root), "APPWORLD_CACHE": str((cache or cache_dir()) / "engine")}
+
+
+def _run(command: list[str], log, environment: dict[str, str] | None = None) -> None:
   log(" ".join(command))
-  subprocess.run(command, check=True)
+  subprocess.run(command, check=True, env=environment)
 
 
 def ensure_installed(cache: pathlib.Path | None = None, log=print) -> pathlib.Path:
@@ -63,12 +71,13 @@ def ensure_installed(cache: pathlib.Path | None = None, log=print) -> pathlib.Pa
     shutil.rmtree(cache / "venv", ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(cache / "venv")], log)
     _run([str(python), "-m", "pip", "install", "-q", f"appworld=={APPWORLD_VERSION}"], log)
-    # `appworld install` decrypts the apps inside the venv's site-packages.
-    _run([str(python.parent / "appworld"), "install"], log)
     # API docs and base databases depend only on the engine: built once, copied per world.
     shutil.rmtree(base_root(cache), ignore_errors=True)
     os.makedirs(base_root(cache) / "data")
-    _run([str(python), str(BUILD_SCRIPT), str(base_root(cache))], log)
+    environment = engine_environment(base_root(cache), cache)
+    # `appworld install` decrypts the apps inside the venv's site-packages.
+    _run([str(python.parent / "appworld"), "install"], log, environment)
+    _run([str(python), str(BUILD_SCRIPT), str(base_root(cache))], log, environment)
     marker.write_text(APPWORLD_VERSION)
     log(f"AppWorld {APPWORLD_VERSION} installed in {cache} in {time.monotonic() - start:.0f} s")
   return python

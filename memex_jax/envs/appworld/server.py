@@ -3,6 +3,8 @@ reached over loopback HTTP with a deadline on every call.
 
 The worker dies with its parent (PR_SET_PDEATHSIG), so a pool worker that is killed takes its
 AppWorld process along; a call that misses its deadline kills the worker's whole process group.
+Linux delivers that signal when the starting *thread* ends: start workers from a long-lived
+thread (the main thread, as the agent loop and the pool do), not from a short-lived one.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ class WorkerProcess:
     self._folder = tempfile.TemporaryDirectory(prefix="appworld_worker_")
     self._log_path = os.path.join(self._folder.name, "worker.log")
     port_file = os.path.join(self._folder.name, "port")
-    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "APPWORLD_ROOT": self.root,
-                   "HOME": os.environ.get("HOME", self._folder.name), "PYTHONUNBUFFERED": "1"}
+    environment = {**install.engine_environment(self.root), "PYTHONUNBUFFERED": "1"}
     python = python or str(install.venv_python())
     with open(self._log_path, "wb") as log:
       self.process = subprocess.Popen(
-          [python, str(WORKER_SCRIPT), "--port-file", port_file], cwd=self.root,
+          [python, str(WORKER_SCRIPT), "--port-file", port_file, "--outputs",
+           os.path.join(self._folder.name, "outputs")], cwd=self.root,
           env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
           start_new_session=True, preexec_fn=_die_with_parent)
     deadline = time.monotonic() + start_timeout_s

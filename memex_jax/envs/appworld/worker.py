@@ -1,7 +1,7 @@
 """One AppWorld task world behind a loopback HTTP server; runs in the AppWorld venv, never in the
 trainer (it imports appworld, which freezes the process clock while a world is open).
 
-  <appworld venv>/bin/python worker.py --port-file PATH   (APPWORLD_ROOT names the data root)
+  <appworld venv>/bin/python worker.py --port-file PATH --outputs DIR   (APPWORLD_ROOT: data root)
 
 Protocol: POST a JSON object, get a JSON object back.
   /open      {task_id, timeout_seconds, official} -> {instruction, supervisor, apps}
@@ -12,7 +12,9 @@ Protocol: POST a JSON object, get a JSON object back.
   /ping      {} -> {}
 The model's code runs here; an audit hook refuses any socket traffic off loopback, so the code
 can reach nothing but this machine's loopback. The bound port is written to --port-file once the
-server listens; stdout and stderr go wherever the parent sent them.
+server listens; stdout and stderr go wherever the parent sent them. AppWorld's per-world outputs
+(saved states, logs) go to --outputs, this worker's own folder, so workers playing the same task
+at once never share files.
 """
 
 import argparse
@@ -21,7 +23,7 @@ import http.server
 import ipaddress
 import json
 import os
-import socket
+import sqlite3
 import sys
 import traceback
 
@@ -48,19 +50,22 @@ def _loopback_only(event, args):
 class World:
   """The open AppWorld task and what the protocol needs around it."""
 
-  def __init__(self):
+  def __init__(self, outputs):
+    self.outputs = outputs
     self.world = None
     self.task_dir = ""
     self.official = False
     self._fingerprint_now = ""
 
   def open(self, task_id, timeout_seconds, official):
+    # Imported at the first open, not at start-up, so that the server listens at once.
     from appworld import AppWorld  # pylint: disable=import-outside-toplevel
     self.close()
     root = os.environ["APPWORLD_ROOT"]
     self.task_dir = os.path.join(root, "data", "tasks", task_id)
     self.official = bool(official)
-    self.world = AppWorld(task_id=task_id, experiment_name="memex_jax",
+    # An absolute experiment name puts AppWorld's outputs there instead of under the root.
+    self.world = AppWorld(task_id=task_id, experiment_name=self.outputs,
                           load_ground_truth=self.official, timeout_seconds=timeout_seconds)
     self._fingerprint_now = self._fingerprint()
     task = self.world.task
@@ -106,7 +111,6 @@ class World:
     return self.world
 
   def _connect(self, app):
-    import sqlite3  # pylint: disable=import-outside-toplevel
     home = self.world.models_to_db_home_path.removeprefix(":memory:")
     return sqlite3.connect(f"file:{home}/{app}.db?mode=memory&cache=shared", uri=True)
 
@@ -201,8 +205,9 @@ def _handler(world):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--port-file", required=True)
+  parser.add_argument("--outputs", required=True)
   args = parser.parse_args()
-  world = World()
+  world = World(os.path.abspath(args.outputs))
   server = http.server.HTTPServer(("127.0.0.1", 0), _handler(world))
   sys.addaudithook(_loopback_only)  # after binding; it cannot be removed from Python code
   with open(args.port_file + ".tmp", "w") as f:

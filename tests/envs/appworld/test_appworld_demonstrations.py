@@ -48,8 +48,8 @@ def _pool_worker_children(pool, episode_id):
 
 
 @pytest.mark.slow
-def test_pooled_episodes_and_a_killed_pool_worker(renderer, worlds):
-  tasks = worlds["train"][:2]
+def test_pooled_episodes_and_a_killed_pool_worker(renderer, worlds, task_by_type):
+  tasks = [task_by_type["received_note"]] * 2  # one task twice at once, as a GRPO group does
   factory = functools.partial(appworld_env.AppWorldEnv, appworld_env.AppWorldConfig())
   with env_pool.EnvPool(factory, num_workers=2, step_timeout_s=90.0,
                         reset_timeout_s=240.0) as pool:
@@ -59,6 +59,9 @@ def test_pooled_episodes_and_a_killed_pool_worker(renderer, worlds):
                                 [EpisodeSpec(PooledEnv(pool, i), t) for i, t in enumerate(tasks)],
                                 renderer, demonstrations.agent_config())
     assert [t.metrics.success for t in trajectories] == [True, True]
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(tasks[0])))
+    assert not os.path.exists(os.path.join(root, "experiments"))  # outputs stay per worker
 
     # Killing a pool worker mid-episode takes its AppWorld worker along; the other goes on.
     started = pool.start([env_pool.PoolEpisode(10, tasks[0]), env_pool.PoolEpisode(11, tasks[1])])
