@@ -25,6 +25,7 @@ from memex_jax.envs.appworld import env as appworld_env
 from memex_jax.envs.appworld import generate
 from memex_jax.envs.appworld import install
 from memex_jax.envs.appworld import server
+from memex_jax.envs.appworld import tasks as tasks_lib
 
 _READ = ("tok = apis.simple_note.login(username=apis.supervisor.show_profile()['email'], "
          "password={a['account_name']: a['password'] for a in "
@@ -120,7 +121,8 @@ def main() -> None:
   install_s = time.perf_counter() - start
   with tempfile.TemporaryDirectory() as folder:
     start = time.perf_counter()
-    tasks = generate.generate(folder, num=4, seed=0, splits=("train",))["train"]
+    num_tasks = len(tasks_lib.TASK_TYPES)  # one task of each type
+    tasks = generate.generate(folder, num=num_tasks, seed=0, splits=("train",))["train"]
     generate_s = time.perf_counter() - start
     worker = bench_worker(tasks, args.repeats)
     single = bench_single(tasks, args.episodes)
@@ -133,7 +135,7 @@ def main() -> None:
   report.write_json(args.out, {
       "command": "python -m bench.appworld_env " + " ".join(
           f"--{key} {value}" for key, value in vars(args).items()),
-      "install_check_s": install_s, "generate_4_tasks_s": generate_s,
+      "install_check_s": install_s, "generated_tasks": num_tasks, "generate_s": generate_s,
       "rows": [{"mode": "worker", **worker}] + episodes})
 
 

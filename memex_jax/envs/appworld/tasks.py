@@ -2,10 +2,11 @@
 the checks of the final state, and a reference solution; pure Python, no engine.
 
 A world has a supervisor, people in the supervisor's phone contacts (each with a relationship),
-SimpleNote notes and Venmo payments between the supervisor and those people. Task types, by
+SimpleNote notes, Venmo payments between the supervisor and those people, and files. Task types, by
 difficulty (apps used):
   1 note_lookup (simple_note): answer a question about the notes.
   1 note_pin (simple_note): pin exactly the notes with a tag.
+  2 file_sort (file_system): move the downloads of one type into a new folder.
   2 contact_payments (phone, venmo): cross-reference contacts with payments, answer a total.
   3 received_note (phone, venmo, simple_note): write a note of the money received from people
     of one relationship.
@@ -35,9 +36,14 @@ NOTE_TITLES = ("Groceries", "Project ideas", "Gift list", "Travel plan", "Book c
 TAGS = ("home", "work", "personal", "urgent", "later")
 PAYMENT_NOTES = ("dinner", "rent share", "concert tickets", "groceries", "taxi", "gift",
                  "coffee", "book", "lunch", "movie night")
+FILE_STEMS = ("report", "invoice", "holiday", "scan", "notes", "budget", "ticket", "receipt",
+              "draft", "summary", "letter", "contract", "menu", "slides", "plan", "photo")
+FILE_TYPES = ("pdf", "jpg", "txt", "csv")
+FILE_FOLDERS = ("downloads", "documents", "photos")
 TASK_DATETIME = "2023-06-15T12:00:00"
 # Where each app keeps the user's own account: the login name field.
-LOGIN_FIELD = {"simple_note": "email", "venmo": "email", "phone": "phone_number"}
+LOGIN_FIELD = {"simple_note": "email", "venmo": "email", "phone": "phone_number",
+               "file_system": "email"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +83,8 @@ class _World:
   people: list[dict[str, Any]]  # first_name, last_name, email, phone_number, relationship
   notes: list[dict[str, Any]]  # id, title, content, tags, pinned, created_at
   payments: list[dict[str, Any]]  # id, person (index), sent (bool), amount, created_at
+  home: str  # the supervisor's home folder in file_system, ending with /
+  files: list[dict[str, str]]  # path, content
   records: dict[str, list[dict[str, Any]]]
 
 
@@ -111,7 +119,18 @@ def sample_world(rng: random.Random, num_people: int, num_notes: int,
   payments = [{"id": i + 1, "person": rng.randrange(num_people), "sent": rng.random() < 0.5,
                "amount": round(rng.uniform(3, 120), 2), "created_at": stamps.pop(),
                "description": rng.choice(PAYMENT_NOTES)} for i in range(num_payments)]
+  home = f"/home/{first.lower()}/"
+  names = [f"{stem}_{n}.{ext}" for stem in FILE_STEMS for ext in FILE_TYPES for n in (1, 2)]
+  files = [{"path": f"{home}{rng.choice(FILE_FOLDERS)}/{name}",
+            "content": f"{name} of {first}, version {rng.randint(1, 9)}"}
+           for name in rng.sample(names, num_notes + 4)]
+  folders = ["/", "/home/", home] + [f"{home}{folder}/" for folder in FILE_FOLDERS]
   records: dict[str, list[dict[str, Any]]] = {
+      "file_system": [_row("User", id=1, first_name=first, last_name=last,
+                           email=supervisor["email"], password=passwords["file_system"],
+                           verified=True)] +
+                     [_row("Directory", user_id=1, path=p) for p in folders] +
+                     [_row("File", user_id=1, **f) for f in files],
       "supervisor": [_row("Supervisor", **supervisor, birthday="1990-01-01", sex="female")] +
                     [_row("AccountPassword", supervisor_id=1, account_name=app, password=pw)
                      for app, pw in passwords.items()],
@@ -137,7 +156,7 @@ def sample_world(rng: random.Random, num_people: int, num_notes: int,
                      description=t["description"], created_at=t["created_at"],
                      updated_at=t["created_at"]) for t in payments],
   }
-  return _World(supervisor, passwords, people, notes, payments, records)
+  return _World(supervisor, passwords, people, notes, payments, home, files, records)
 
 
 # The reference solutions share this first cell: passwords, logins and a pager.
@@ -224,6 +243,42 @@ def _note_pin(world: _World, rng: random.Random) -> tuple[str, list, list[str]]:
   return instruction, checks, solution
 
 
+def _file_sort(world: _World, rng: random.Random) -> tuple[str, list, list[str]]:
+  downloads = f"{world.home}downloads/"
+  present = sorted({f["path"].rsplit(".", 1)[1] for f in world.files
+                    if f["path"].startswith(downloads)})
+  ext = rng.choice(present or list(FILE_TYPES))
+  target = f"{world.home}documents/{ext}_files/"
+  moved = {f["path"]: target + f["path"].rsplit("/", 1)[1] for f in world.files
+           if f["path"].startswith(downloads) and f["path"].endswith("." + ext)}
+  final = sorted([moved.get(f["path"], f["path"]), f["content"]] for f in world.files)
+  instruction = (f"In my file system, move every '.{ext}' file that is directly in ~/downloads/ "
+                 f"into a new folder ~/documents/{ext}_files/, keeping the file names; leave "
+                 "every other file where it is.")
+  checks = [{"name": f"the .{ext} downloads are in the new folder", "app": "file_system",
+             "sql": f"SELECT path FROM files WHERE instr(path, '{target}') = 1 ORDER BY path",
+             "expected": [[p] for p in sorted(moved.values())]},
+            {"name": "the other downloads stay", "app": "file_system",
+             "sql": f"SELECT path FROM files WHERE instr(path, '{downloads}') = 1 ORDER BY path",
+             "expected": sorted([f["path"]] for f in world.files
+                                if f["path"].startswith(downloads) and f["path"] not in moved)},
+            {"name": "every file keeps its content", "app": "file_system",
+             "sql": "SELECT path, content FROM files ORDER BY path", "expected": final},
+            _answer_check("none")]
+  solution = [
+      _prelude(("file_system",)),
+      "token = tokens['file_system']\n"
+      "downloads = apis.file_system.show_directory(access_token=token, "
+      "directory_path='~/downloads/', entry_type='files', recursive=False)\n"
+      f"apis.file_system.create_directory(access_token=token, directory_path={target!r})\n"
+      "for path in downloads:\n"
+      f"    if path.endswith('.{ext}'):\n"
+      "        apis.file_system.move_file(access_token=token, source_file_path=path, "
+      f"destination_file_path={target!r} + path.rsplit('/', 1)[1])\nprint(len(downloads))",
+      "apis.supervisor.complete_task()"]
+  return instruction, checks, solution
+
+
 def _relationship_with_payments(world: _World, rng: random.Random, sent: bool) -> str:
   used = sorted({world.people[t["person"]]["relationship"] for t in world.payments
                  if t["sent"] == sent})
@@ -289,6 +344,7 @@ _Builder = Callable[[_World, random.Random], tuple[str, list, list[str]]]
 TASK_TYPES: dict[str, tuple[int, tuple[str, ...], _Builder]] = {
     "note_lookup": (1, ("simple_note",), _note_lookup),
     "note_pin": (1, ("simple_note",), _note_pin),
+    "file_sort": (2, ("file_system",), _file_sort),
     "contact_payments": (2, ("phone", "venmo"), _contact_payments),
     "received_note": (3, ("phone", "venmo", "simple_note"), _received_note),
 }

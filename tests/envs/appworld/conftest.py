@@ -16,11 +16,11 @@ def appworld_python():
 
 @pytest.fixture(scope="session")
 def worlds(appworld_python, tmp_path_factory):
-  """split -> task folders: 4 train tasks (one per task type) and 4 large test_challenge ones,
+  """split -> task folders: 5 train tasks (one per task type) and 5 large test_challenge ones,
   built in one engine call."""
   del appworld_python
   out = tmp_path_factory.mktemp("appworld_worlds")
-  return generate.generate(str(out), num=4, seed=0, splits=("train", "test_challenge"))
+  return generate.generate(str(out), num=5, seed=0, splits=("train", "test_challenge"))
 
 
 @pytest.fixture(scope="session")

@@ -10,14 +10,15 @@ from memex_jax.envs.appworld import generate
 
 
 def test_split_designs():
-  assert generate.split_types("test_challenge") == ["contact_payments", "received_note"]
-  assert len(generate.split_types("train")) == 4
+  assert generate.split_types("test_challenge") == ["file_sort", "contact_payments",
+                                                    "received_note"]
+  assert len(generate.split_types("train")) == 5
   with pytest.raises(ValueError, match="unknown split"):
     generate.split_types("valid")
-  designs = generate.design_split("train", 5, seed=1)
-  assert [d.task_id for d in designs] == [f"train1_{i}" for i in range(1, 6)]
-  assert designs[4].task_type == designs[0].task_type  # cycles through the types
-  assert designs == generate.design_split("train", 5, seed=1)
+  designs = generate.design_split("train", 6, seed=1)
+  assert [d.task_id for d in designs] == [f"train1_{i}" for i in range(1, 7)]
+  assert designs[5].task_type == designs[0].task_type  # cycles through the types
+  assert designs == generate.design_split("train", 6, seed=1)
   assert designs[0] != generate.design_split("test_normal", 5, seed=1)[0]
 
 
