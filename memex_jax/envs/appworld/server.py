@@ -46,19 +46,25 @@ class WorkerProcess:
     port_file = os.path.join(self._folder.name, "port")
     environment = {**install.engine_environment(self.root), "PYTHONUNBUFFERED": "1"}
     python = python or str(install.venv_python())
-    with open(self._log_path, "wb") as log:
-      self.process = subprocess.Popen(
-          [python, str(WORKER_SCRIPT), "--port-file", port_file, "--outputs",
-           os.path.join(self._folder.name, "outputs")], cwd=self.root,
-          env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-          start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+      with open(self._log_path, "wb") as log:
+        self.process = subprocess.Popen(
+            [python, str(WORKER_SCRIPT), "--port-file", port_file, "--outputs",
+             os.path.join(self._folder.name, "outputs")], cwd=self.root,
+            env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent)
+    except OSError as e:
+      self._folder.cleanup()
+      raise WorkerError(f"cannot run AppWorld's interpreter {python} ({e}); create it with "
+                        "`python -m memex_jax.envs.appworld.install`") from e
     deadline = time.monotonic() + start_timeout_s
     while not os.path.exists(port_file):
       if self.process.poll() is not None or time.monotonic() > deadline:
         why = (f"exited with code {self.process.returncode}" if self.process.poll() is not None
                else f"did not listen within {start_timeout_s:.0f} s")
-        self.kill()
-        raise WorkerError(f"AppWorld worker {why}: {self.log_tail()}")
+        tail = self.log_tail()
+        self.close()
+        raise WorkerError(f"AppWorld worker {why}: {tail}")
       time.sleep(0.05)
     with open(port_file) as f:
       self.port = int(f.read())

@@ -2,8 +2,8 @@
 the checks of the final state, and a reference solution; pure Python, no engine.
 
 A world has a supervisor, people in the supervisor's phone contacts (each with a relationship),
-SimpleNote notes, Venmo payments between the supervisor and those people, and files. Task types, by
-difficulty (apps used):
+SimpleNote notes, Venmo payments between the supervisor and those people, and files in the
+supervisor's home folder. Task types, by difficulty (apps used):
   1 note_lookup (simple_note): answer a question about the notes.
   1 note_pin (simple_note): pin exactly the notes with a tag.
   2 file_sort (file_system): move the downloads of one type into a new folder.

@@ -120,3 +120,6 @@ def test_missing_task_and_broken_worker_fail_clearly(worlds):
   broken = appworld_env.AppWorldEnv(appworld_env.AppWorldConfig(python="/bin/false"))
   with pytest.raises(server.WorkerError, match="exited with code 1"):
     broken.reset(worlds["train"][0])
+  missing_venv = appworld_env.AppWorldEnv(appworld_env.AppWorldConfig(python="/no/python"))
+  with pytest.raises(server.WorkerError, match="appworld.install"):
+    missing_venv.reset(worlds["train"][0])
