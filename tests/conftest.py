@@ -1,5 +1,6 @@
 """Test-session set-up: CPU only, 8 fake devices for the sharding tests, offline hubs; the
-real SmolLM2 weights and tokenizer and a generated ALFWorld split, each made once."""
+real SmolLM2 weights and tokenizer, a generated ALFWorld split and generated AppWorld task worlds
+(in the engine's own venv, built by the project's install command), each made once."""
 
 import os
 
@@ -43,3 +44,38 @@ def manifest(games_root):
   from memex_jax.envs.alfworld import generate  # pylint: disable=g-import-not-at-top
   return generate.generate_split(games_root, "valid_seen", num=12, seed=0, workers=1,
                                  progress=False)
+
+
+@pytest.fixture(scope="session")
+def appworld_python():
+  """The AppWorld venv's interpreter; the first run on a machine installs it (about a minute)."""
+  from memex_jax.envs.appworld import install  # pylint: disable=g-import-not-at-top
+  return str(install.ensure_installed())
+
+
+@pytest.fixture(scope="session")
+def worlds(appworld_python, tmp_path_factory):
+  """split -> task folders: 5 train tasks (one per task type) and 5 large test_challenge ones,
+  built in one engine call."""
+  from memex_jax.envs.appworld import generate  # pylint: disable=g-import-not-at-top
+  del appworld_python
+  out = tmp_path_factory.mktemp("appworld_worlds")
+  return generate.generate(str(out), num=5, seed=0, splits=("train", "test_challenge"))
+
+
+@pytest.fixture(scope="session")
+def shared_env(worlds):
+  """One AppWorldEnv (default config) whose warm worker the tests share: a reset costs ~0.2 s,
+  a worker start several seconds."""
+  from memex_jax.envs.appworld import env as appworld_env  # pylint: disable=g-import-not-at-top
+  env = appworld_env.AppWorldEnv()
+  env.reset(worlds["train"][0])
+  yield env
+  env.close()
+
+
+@pytest.fixture(scope="session")
+def task_by_type(worlds):
+  """task type -> its train task folder."""
+  from memex_jax.envs.appworld import generate  # pylint: disable=g-import-not-at-top
+  return {generate.read_json(t, "meta")["task_type"]: t for t in worlds["train"]}

@@ -20,7 +20,8 @@ import numpy as np
 
 from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
                              run_episodes, tool_response_body)
-from memex_jax.demos.alfworld_expert import DemonstrationConfig, DemonstrationError, Demonstrator
+from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
+from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
 from memex_jax.envs.alfworld.instructions import THING_ID

@@ -9,8 +9,8 @@ actions done is written explicitly (db_content), and the progress state keeps ty
 When the next action needs an id the working context no longer shows, it calls ReadExperience on
 the smallest block holding it, and the action then uses what it read.
 
-`DemonstrationConfig` (SmolLM2's ALFWorld preset by default) and `DemonstrationError` live here
-because the expert reads the one and raises the other; `demos.alfworld` re-exports them.
+`DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
+it; `demos.alfworld` re-exports it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extract_span,
@@ -30,10 +31,6 @@ from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extrac
 
 _PLAN_SHOWN = 6  # Plan steps a progress state spells out.
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
-
-
-class DemonstrationError(RuntimeError):
-  """The expert solution could not be played (names the game and the failing command)."""
 
 
 @dataclasses.dataclass(frozen=True)
