@@ -1,0 +1,6 @@
+"""An OpenAI-compatible chat-completions server in front of the JAX sampler.
+
+Modules: model (load any model the project reads), protocol (the wire format and the project's
+tool format), batching (requests onto the sampler's slots), app (the HTTP routes), __main__
+(`python -m memex_jax.serve`). The HTTP parts need the `serve` extra.
+"""
