@@ -7,7 +7,6 @@ import pytest
 from memex_jax.agent import AgentConfig, ChatRenderer, ScriptedPolicy
 from memex_jax.envs.static import metrics
 from memex_jax.envs.static.env import StaticTaskEnv
-from memex_jax.envs.static.sources import TaskRecord
 from memex_jax.harness import executor as executor_lib
 from memex_jax.harness import prompts
 from memex_jax.harness.experience import ExperienceUnit
@@ -15,22 +14,14 @@ from memex_jax.harness.experience import ExperienceUnit
 HINT = ExperienceUnit("For leg counts: cats have 4 legs each, so two cats have 8.", "skill", "t0")
 
 
-def _record(index, question, answer):
-  return TaskRecord(id=f"object_counting/{index}", suite="object_counting",
-                    prompt=f"{question}\nAnswer with the number only.", answer=answer,
-                    metadata={"metric": "exact_str_match", "targets": [answer]})
-
-
-RECORDS = (_record(0, "How many legs do two cats have?", "8"),
-           _record(1, "I have a pen and two cups. How many objects do I have?", "3"))
-
-
-def test_sampler_executor_scores_with_the_task_metric(smollm2_sampler, smollm2_tokenizer):
+def test_sampler_executor_scores_with_the_task_metric(smollm2_sampler, smollm2_tokenizer,
+                                                      counting_records):
   executor = executor_lib.SamplerExecutor(smollm2_sampler)
-  tasks = [executor_lib.ExecutorTask(r, max_tokens=4) for r in RECORDS]
+  records = counting_records[:2]
+  tasks = [executor_lib.ExecutorTask(r, max_tokens=4) for r in records]
   results = executor.solve(tasks, [[HINT], []])
   renderer = ChatRenderer(smollm2_tokenizer)
-  for record, result, shown in zip(RECORDS, results, [[HINT], []]):
+  for record, result, shown in zip(records, results, [[HINT], []]):
     verdict = metrics.score(record, result.response)
     assert (result.score, result.passed, result.detail) == (verdict.value, verdict.passed,
                                                             verdict.detail)
@@ -42,20 +33,21 @@ def test_sampler_executor_scores_with_the_task_metric(smollm2_sampler, smollm2_t
   assert bare.prompt_tokens < results[0].prompt_tokens
 
 
-def test_prompts_over_the_window_are_scored_failures(smollm2_sampler):
+def test_prompts_over_the_window_are_scored_failures(smollm2_sampler, counting_record,
+                                                     counting_records):
   executor = executor_lib.SamplerExecutor(smollm2_sampler)
-  huge = _record(2, "Count: " + "apple " * 300, "300")
+  huge = counting_record(9, "Count: " + "apple " * 300, "300")
   results = executor.solve([executor_lib.ExecutorTask(huge, 2), executor_lib.ExecutorTask(
-      RECORDS[0], 2)], [[], []])
+      counting_records[0], 2)], [[], []])
   assert results[0].error and results[0].score == 0.0 and "256-token context window" in (
       results[0].detail)
   assert not results[1].error and results[1].completion_tokens >= 1
 
 
-def test_bad_batches_are_refused(smollm2_sampler):
+def test_bad_batches_are_refused(smollm2_sampler, counting_records):
   executor = executor_lib.SamplerExecutor(smollm2_sampler)
-  with pytest.raises(ValueError, match="2 tasks but 1 experience lists"):
-    executor.solve([executor_lib.ExecutorTask(r) for r in RECORDS], [[]])
+  with pytest.raises(ValueError, match="3 tasks but 1 experience lists"):
+    executor.solve([executor_lib.ExecutorTask(r) for r in counting_records], [[]])
   with pytest.raises(TypeError, match="solves static TaskRecords, got str"):
     executor.solve([executor_lib.ExecutorTask("a game folder")], [[]])
 
@@ -67,13 +59,15 @@ def _answer_from_context(context: str) -> str:
   return f"<tool_call>\n{call}\n</tool_call>"
 
 
-def test_agent_executor_runs_episodes_with_experiences_in_the_task(smollm2_tokenizer):
+def test_agent_executor_runs_episodes_with_experiences_in_the_task(smollm2_tokenizer,
+                                                                   counting_records):
   renderer = ChatRenderer(smollm2_tokenizer)
   policy = ScriptedPolicy(renderer, [[_answer_from_context] * 2] * 2)
   executor = executor_lib.AgentExecutor(policy, renderer, AgentConfig(max_steps=3),
                                         StaticTaskEnv, family=prompts.QA)
-  tasks = [executor_lib.ExecutorTask(RECORDS[0], max_tokens=64),
-           executor_lib.ExecutorTask(RECORDS[0], max_tokens=48)]  # two turn budgets: two calls
+  # Two turn budgets: the executor runs them in two calls of the agent loop.
+  tasks = [executor_lib.ExecutorTask(counting_records[0], max_tokens=64),
+           executor_lib.ExecutorTask(counting_records[0], max_tokens=48)]
   with_hint, without = executor.solve(tasks, [[HINT], []])
   assert with_hint.passed and with_hint.score == 1.0 and with_hint.detail == "env_done"
   assert not without.passed and without.score == 0.0

