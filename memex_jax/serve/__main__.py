@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> None:
   parser.add_argument("--prompt_bucket", type=int, default=64)
   parser.add_argument("--new_tokens_bucket", type=int, default=64)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--gather_ms", type=float, default=20.0,
+                      help="how long a decode round waits for more requests to fill its slots")
   args = parser.parse_args(argv)
 
   import uvicorn  # pylint: disable=g-import-not-at-top  # the optional `serve` extra
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
   sampler = Sampler(served.config, served.params, served.tokenizer, SamplerConfig(
       num_slots=args.num_slots, cache_length=args.cache_length, prompt_bucket=args.prompt_bucket,
       new_tokens_bucket=args.new_tokens_bucket, seed=args.seed))
-  batcher = SlotBatcher(sampler)
+  batcher = SlotBatcher(sampler, gather_s=args.gather_ms / 1e3)
   app = build_app(served, batcher, default_max_tokens=args.max_tokens)
   print(f"serving {served.name} at http://{args.host}:{args.port}/v1 "
         f"({args.num_slots} slots, {args.cache_length}-token window)", flush=True)

@@ -3,7 +3,9 @@
 HTTP handlers submit prompts and wait on futures; the thread owns the sampler and, each round,
 takes up to `num_slots` waiting prompts that share sampling settings (the decode loop takes one
 temperature and top-p per call) and decodes them together. Prompts arriving during a round wait
-for the next one, so under load every round fills the slots.
+for the next one, so under load every round fills the slots. A round starts `gather_s` after
+its oldest prompt arrived, or as soon as the slots fill: clients answered by one round send their
+next requests a few milliseconds apart, and without the wait the first of them would run alone.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import threading
+import time
 
 from memex_jax.agent.policy import Turn
 from memex_jax.sampling import completions
@@ -24,6 +27,7 @@ class _Job:
   max_tokens: int
   settings: tuple[float, float]  # (temperature, top_p)
   future: concurrent.futures.Future
+  arrived: float = dataclasses.field(default_factory=time.monotonic)
 
 
 class SlotBatcher:
@@ -31,12 +35,14 @@ class SlotBatcher:
 
   Attributes:
     sampler: the sampler (no one else may use it while the batcher runs).
+    gather_s: how long a round waits for more prompts to fill its slots.
     rounds: decode calls made so far.
     batched: prompts decoded so far (batched / rounds is the mean fill of the slots).
   """
 
-  def __init__(self, sampler: Sampler):
+  def __init__(self, sampler: Sampler, gather_s: float = 0.02):
     self.sampler = sampler
+    self.gather_s = gather_s
     self.rounds = 0
     self.batched = 0
     self._queue: collections.deque[_Job] = collections.deque()
@@ -76,13 +82,20 @@ class SlotBatcher:
 
   def _next_round(self) -> list[_Job] | None:
     """The oldest waiting job and up to num_slots - 1 more with the same settings."""
+    slots = self.sampler.config.num_slots
     with self._wake:
       while not self._queue and not self._closed:
         self._wake.wait()
+      first = None if self._closed else self._queue[0]
+      settings = first and first.settings
+      deadline = first.arrived + self.gather_s if first else 0.0
+      while (not self._closed and
+             sum(j.settings == settings for j in self._queue) < slots and
+             (left := deadline - time.monotonic()) > 0):
+        self._wake.wait(left)
       if self._closed:
         return None
-      settings = self._queue[0].settings
-      chosen = [j for j in self._queue if j.settings == settings][:self.sampler.config.num_slots]
+      chosen = [j for j in self._queue if j.settings == settings][:slots]
       for job in chosen:
         self._queue.remove(job)
       return chosen

@@ -15,18 +15,18 @@ def sampler(smollm2_sampler):
 
 def test_concurrent_prompts_are_batched_and_match_direct_decoding(sampler, smollm2_tokenizer):
   renderer = ChatRenderer(smollm2_tokenizer)
-  prompts = [renderer.prompt_ids([Message("user", f"Count to {n}.")]) for n in range(2, 5)]
+  prompts = [renderer.prompt_ids([Message("user", f"Count to {n}.")]) for n in range(2, 10)]
   expected = [t.ids for t in complete(sampler, prompts, [2] * len(prompts))]
-  batcher = SlotBatcher(sampler)
+  # Eight prompts submitted together: the first round waits for its 4 slots to fill (never
+  # the minute it may), the next takes the other four.
+  batcher = SlotBatcher(sampler, gather_s=60.0)
   try:
-    # The first prompt starts a round; the rest arrive while it decodes and share the next.
     futures = [batcher.submit(p, 2, 0.0, 1.0) for p in prompts]
     turns = [f.result(timeout=300) for f in futures]
   finally:
     batcher.close()
   assert [t.ids for t in turns] == expected
-  assert batcher.batched == len(prompts)
-  assert batcher.rounds < len(prompts)
+  assert (batcher.rounds, batcher.batched) == (2, 8)
 
 
 def test_settings_are_never_mixed_and_a_bad_prompt_fails_alone(sampler, smollm2_tokenizer):
