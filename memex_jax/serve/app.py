@@ -33,8 +33,9 @@ def reply_text(renderer: ChatRenderer, ids: Sequence[int], stops: Sequence[str],
   text = renderer.assistant_text(ids)
   text, stopped = protocol.cut_at_stops(text, stops)
   if stopped:
-    used = next(k for k in range(1, len(ids) + 1)
-                if protocol.cut_at_stops(renderer.tokenizer.decode(list(ids[:k])), stops)[1])
+    used = next((k for k in range(1, len(ids) + 1)
+                 if protocol.cut_at_stops(renderer.tokenizer.decode(list(ids[:k])), stops)[1]),
+                len(ids))
     return text, used, "stop"
   ended = bool(ids) and ids[-1] in (renderer.end_id, renderer.tokenizer.eos_id)
   if len(ids) >= max_tokens and not ended and not text.endswith(protocol.CALL_CLOSE):

@@ -20,10 +20,13 @@ def test_a_params_export_replaces_the_base_weights(smollm2, tmp_path):
   np.testing.assert_array_equal(served.params["final_norm"]["scale"],
                                 trained["final_norm"]["scale"])
   assert served.tokenizer.vocab_size <= cfg.vocab_size
-  renamed = model_lib.load(model_lib.SMOLLM2, name="frozen-executor")
-  assert renamed.name == "frozen-executor"
-  np.testing.assert_array_equal(renamed.params["final_norm"]["scale"],
-                                params["final_norm"]["scale"])
+  int4 = model_lib.load(model_lib.SMOLLM2, int4=True, name="frozen-executor")
+  assert int4.name == "frozen-executor" and int4.config == cfg.replace(quant="int4_serve")
+  kernels = [jax.tree_util.keystr(path) for path, _ in
+             jax.tree_util.tree_leaves_with_path(int4.params)]
+  assert any("kernel_int4" in k for k in kernels)
+  np.testing.assert_array_equal(int4.params["final_norm"]["scale"],
+                                params["final_norm"]["scale"])  # the base's own weights
 
 
 def test_missing_models_and_exports_are_clear_errors(tmp_path):
