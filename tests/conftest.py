@@ -1,6 +1,7 @@
 """Test-session set-up: CPU only, 8 fake devices for the sharding tests, offline hubs; the
-real SmolLM2 weights and tokenizer, a generated ALFWorld split and generated AppWorld task worlds
-(in the engine's own venv, built by the project's install command), each made once."""
+real SmolLM2 weights and tokenizer, a greedy sampler and a loopback server on them, a generated
+ALFWorld split and generated AppWorld task worlds (in the engine's own venv, built by the
+project's install command), each made once."""
 
 import os
 
@@ -79,3 +80,40 @@ def task_by_type(worlds):
   """task type -> its train task folder."""
   from memex_jax.envs.appworld import generate  # pylint: disable=g-import-not-at-top
   return {generate.read_json(t, "meta")["task_type"]: t for t in worlds["train"]}
+
+
+# The sampler settings of the test server; a local sampler built with them decodes as it does.
+SERVER_SAMPLER = dict(num_slots=4, cache_length=256, prompt_bucket=128, new_tokens_bucket=8)
+
+
+@pytest.fixture
+def free_port() -> int:
+  """A loopback port nothing listens on (the OS's pick, released before the test uses it)."""
+  from memex_jax.serve.process import free_port as pick  # pylint: disable=g-import-not-at-top
+  return pick()
+
+
+@pytest.fixture(scope="session")
+def smollm2_sampler(smollm2, smollm2_tokenizer):
+  """A greedy SmolLM2 sampler with the test server's settings (it decodes as the server does).
+
+  Shared by the session: users leave no live episode behind (single-turn completions release
+  their slots).
+  """
+  from memex_jax.sampling import Sampler, SamplerConfig  # pylint: disable=g-import-not-at-top
+  cfg, params = smollm2
+  return Sampler(cfg, params, smollm2_tokenizer, SamplerConfig(temperature=0.0, **SERVER_SAMPLER))
+
+
+@pytest.fixture(scope="session")
+def smollm2_server():
+  """`python -m memex_jax.serve` on SmolLM2 at 127.0.0.1, a real subprocess; yields its /v1 URL.
+
+  Replies default to 8 tokens; the process is stopped when the session ends.
+  """
+  from memex_jax.serve.process import ServerProcess  # pylint: disable=g-import-not-at-top
+  args = ["--max_tokens", "8"]
+  for name, value in SERVER_SAMPLER.items():
+    args += [f"--{name}", str(value)]
+  with ServerProcess(args) as server:
+    yield server.url

@@ -138,6 +138,10 @@ class ChatRenderer:
     return (self.header_ids(message.role) + self.content_ids(message) + [self.end_id] +
             list(self.newline_ids))
 
+  def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+    """A conversation followed by the generation prompt: the context a sampled reply continues."""
+    return self.render(messages).ids + self.generation_prompt_ids()
+
   def render(self, messages: Sequence[Message]) -> RenderedIds:
     """A whole conversation (e.g. a demonstration) with its loss mask."""
     ids: list[int] = []

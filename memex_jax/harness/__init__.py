@@ -1,7 +1,13 @@
-"""ExpHarness: the experience graph, its diffusion and copilot-controlled retrieval."""
+"""ExpHarness: the experience graph, its diffusion, copilot-controlled retrieval, executors."""
 
 from memex_jax.harness.diffusion import personalized_pagerank
 from memex_jax.harness.diffusion import undirected_personalized_pagerank
+from memex_jax.harness.executor import AgentExecutor
+from memex_jax.harness.executor import ChatExecutor
+from memex_jax.harness.executor import Executor
+from memex_jax.harness.executor import ExecutorResult
+from memex_jax.harness.executor import ExecutorTask
+from memex_jax.harness.executor import SamplerExecutor
 from memex_jax.harness.experience import ExperienceGraph
 from memex_jax.harness.experience import ExperienceUnit
 from memex_jax.harness.graph import GraphConfig
@@ -9,6 +15,9 @@ from memex_jax.harness.graph import GraphState
 from memex_jax.harness.graph import InsertOutcome
 from memex_jax.harness.graph import KINDS
 from memex_jax.harness.graph import NodeArrays
+from memex_jax.harness.http_executor import EndpointConfig
+from memex_jax.harness.http_executor import EndpointUnreachableError
+from memex_jax.harness.http_executor import HttpExecutor
 from memex_jax.harness.link_table import link_table
 from memex_jax.harness.link_table import LinkTable
 from memex_jax.harness.persistence import EmbeddingModelMismatchError

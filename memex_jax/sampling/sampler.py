@@ -163,8 +163,12 @@ class Sampler:
 
   # -- the Policy interface --
 
-  def generate(self, requests: Sequence[TurnRequest]) -> list[Turn]:
+  def generate(self, requests: Sequence[TurnRequest], temperature: float | None = None,
+               top_p: float | None = None) -> list[Turn]:
+    """One turn per request; `temperature` and `top_p` override the config's for this call."""
     cfg = self.config
+    temperature = cfg.temperature if temperature is None else temperature
+    top_p = cfg.top_p if top_p is None else top_p
     rows: dict[int, tuple[int, list[int], int]] = {}
     for r in requests:
       if r.reset and not r.new_ids:
@@ -193,7 +197,7 @@ class Sampler:
     self.rng, key = jax.random.split(self.rng)
     out = self._decode(new_len)(self.params, self.cache, self.table, jnp.asarray(prompt),
                                 jnp.asarray(start), jnp.asarray(length), jnp.asarray(max_tokens),
-                                key, jnp.float32(cfg.temperature), jnp.float32(cfg.top_p))
+                                key, jnp.float32(temperature), jnp.float32(top_p))
     self.cache = out.cache
     tokens, logprobs, counts = jax.device_get((out.tokens, out.logprobs, out.num_tokens))
 

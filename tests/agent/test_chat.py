@@ -34,6 +34,14 @@ def test_conversation_ids_and_loss_mask(renderer, smollm2_tokenizer):
   assert len(rendered.loss_mask) == len(rendered.ids)
 
 
+def test_prompt_ids_end_with_the_generation_prompt(smollm2_tokenizer):
+  renderer = ChatRenderer(smollm2_tokenizer, assistant_prefix="<tool_call>")
+  messages = [Message("system", "Be brief."), Message("user", "Hi")]
+  ids = renderer.prompt_ids(messages)
+  assert ids == renderer.render(messages).ids + renderer.generation_prompt_ids()
+  assert smollm2_tokenizer.decode(ids).endswith("<|im_end|>\n<|im_start|>assistant\n<tool_call>")
+
+
 def test_closing_ids_complete_a_cut_turn(renderer):
   assert renderer.closing_ids([5, renderer.end_id]) == renderer.newline_ids
   assert renderer.closing_ids([5]) == [renderer.end_id] + renderer.newline_ids
