@@ -141,12 +141,12 @@ def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, demonstra
 
 
 def test_games_whose_solution_fails_are_reported_not_written(broken_copy, tmp_path):
-  game = broken_copy(["take ghost 1 from nowhere 1"])
+  game = broken_copy(["move ghost 1 to nowhere 1"])
   out = str(tmp_path / "out")
   summary = dataset_lib.write_demonstrations([game], out, num=1, seed=0, shards=1,
                                              progress=False)
   assert (summary["demonstrations"], summary["failed"]) == (0, 1)
-  assert "'take ghost 1 from nowhere 1' failed" in summary["failures"][0]["error"]
+  assert "'move ghost 1 to nowhere 1' failed" in summary["failures"][0]["error"]
   assert os.path.getsize(os.path.join(out, "segments-00000-of-00001.jsonl")) == 0
   with pytest.raises(FileNotFoundError, match="no segments"):
     list(dataset_lib.iter_sft_examples(str(tmp_path)))
