@@ -1,6 +1,6 @@
 r"""The SFT dataset of expert ALFWorld demonstrations: segment shards, trajectories, a summary.
 
-  python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S
+  python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S [--prior JSON]
 
 Each worker process plays games with its own engine (`demos.alfworld.make_demonstration`); a
 game whose expert solution fails is reported in the summary, not written. `iter_sft_examples`
@@ -191,12 +191,15 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--context-window", type=int, default=8192)
   parser.add_argument("--threshold", type=int, default=2048,
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
+  parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
+                      "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
   game_folders = games.find_games(args.games, args.split)
-  # The expert's search order comes from the games it demonstrates (a training split).
+  # The expert's search order comes from training games: a saved prior, or the games played.
+  prior = (search_prior.SearchPrior.load(args.prior) if args.prior else
+           search_prior.estimate(game_folders))
   config = DemonstrationConfig(agent=smollm2_alfworld(context_window=args.context_window,
-                                                     threshold=args.threshold),
-                               prior=search_prior.estimate(game_folders))
+                                                     threshold=args.threshold), prior=prior)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

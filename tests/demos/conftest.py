@@ -18,7 +18,7 @@ from memex_jax.envs.alfworld.env import AlfWorldEnv
 
 # Small scenes keep the engine fast; a lower threshold makes them long enough to need memory.
 MAX_RECEPTACLES = 12
-DEMONSTRATION_THRESHOLD = 512
+DEMONSTRATION_THRESHOLD = 1024
 NUM_TRAIN_GAMES = 40
 
 

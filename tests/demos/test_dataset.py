@@ -15,14 +15,23 @@ from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
 
 NUM = 4
+THRESHOLD = 512
+
+
+@pytest.fixture(scope="session")
+def demonstration_config(search_prior):
+  """The expert finds things soon in small scenes: a lower threshold has most of them cross it."""
+  return demos.DemonstrationConfig(agent=smollm2_alfworld(threshold=THRESHOLD), prior=search_prior)
 
 
 @pytest.fixture(scope="module")
 def dataset(small_root, demonstration_config, tmp_path_factory):
   """The CLI's output over the small scenes (2 worker processes), and what it printed."""
   out = str(tmp_path_factory.mktemp("demos"))
+  prior = str(tmp_path_factory.mktemp("prior") / "search_prior.json")
+  demonstration_config.prior.save(prior)
   argv = ["--games", small_root, "--split", "valid_seen", "--out", out, "--num", str(NUM),
-          "--seed", "3", "--workers", "2", "--shards", "2",
+          "--seed", "3", "--workers", "2", "--shards", "2", "--prior", prior,
           "--threshold", str(demonstration_config.agent.threshold)]
   printed = io.StringIO()
   with contextlib.redirect_stdout(printed):
@@ -46,6 +55,8 @@ def test_cli_writes_shards_trajectories_and_a_summary(dataset, small_root, rende
     summary = json.load(f)
   assert summary["demonstrations"] == NUM and summary["failed"] == 0
   assert summary["agent"]["threshold"] == demonstration_config.agent.threshold
+  assert dataset_lib.search_prior.SearchPrior.load(
+      os.path.join(out, dataset_lib.SEARCH_PRIOR)) == demonstration_config.prior
   assert re.search(r"\d+% of the demonstrations cross the compression threshold; \d+% need a "
                    r"ReadExperience whose content a later action uses", printed)
   assert sorted(f for f in os.listdir(out) if f.startswith(dataset_lib.SEGMENTS_PREFIX)) == [
