@@ -21,7 +21,8 @@ import numpy as np
 
 from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
                              run_episodes, tool_response_body)
-from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator, seen_items
+from memex_jax.demos.alfworld_expert import (DemonstrationConfig, Demonstrator, kind_of,
+                                             seen_items)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
@@ -117,10 +118,6 @@ def _ids(text: str) -> set[str]:
   return set(THING_ID.findall(text))
 
 
-def _kind(thing_id: str) -> str:
-  return thing_id.rsplit(" ", 1)[0]
-
-
 def empty_searches(executed: list[tuple[str, str]]) -> int:
   """Receptacles searched before the first sight of a needed thing that held none.
 
@@ -128,13 +125,13 @@ def empty_searches(executed: list[tuple[str, str]]) -> int:
     executed: (command, observation) of every environment action, in order; the kinds needed
       are those the actions take or use.
   """
-  needed = {_kind(THING_ID.findall(c)[0]) for c, _ in executed if c.startswith(("take ", "use "))}
+  needed = {kind_of(THING_ID.findall(c)[0]) for c, _ in executed if c.startswith(("take ", "use "))}
   empty = set()
   for command, observation in executed:
     items = seen_items(observation) if "you see" in observation else None
     if items is None or command.split(" ")[0] not in ("go", "open", "examine"):
       continue
-    if any(_kind(i) in needed for i in items):
+    if any(kind_of(i) in needed for i in items):
       break
     empty.add(command.split(" ", 1)[1].removeprefix("to "))
   return len(empty)

@@ -61,13 +61,14 @@ def _mentions(text: str, thing_id: str) -> bool:
   return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
 
 
-def _kind(thing_id: str) -> str:
+def kind_of(thing_id: str) -> str:
+  """The type of an id ('drawer 1' -> 'drawer')."""
   return thing_id.rsplit(" ", 1)[0]
 
 
 def _abstract(command: str) -> str:
   """A command with ids replaced by types: the plan without the exact ids."""
-  return THING_ID.sub(lambda m: "the " + _kind(m.group()), command)
+  return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
 
 
 def seen_items(observation: str) -> list[str]:
@@ -155,7 +156,7 @@ class Demonstrator:
     self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
     self._blocks: dict[str, str] = {}  # index -> archived content
     self._segment = self._turns = 0
-    self._needed_kinds = list(dict.fromkeys(_kind(arg) for op, arg in self._steps if op != "do"))
+    self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
@@ -180,7 +181,7 @@ class Demonstrator:
       self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
                                                 len(readable[k])))
       self._expected = (READ, self._blocks[self._read])
-      return _call(f"I need the exact id of the {' and the '.join(map(_kind, missing))}; it is "
+      return _call(f"I need the exact id of the {' and the '.join(map(kind_of, missing))}; it is "
                    f"archived under {self._read}, so I read it back instead of searching again.",
                    READ, index=self._read)
     self._queue.pop(0)
@@ -211,8 +212,8 @@ class Demonstrator:
 
   def _acquire(self, op: str, planned: str) -> None:
     """Takes (or uses) a seen thing of the planned one's kind, else searches one more place."""
-    kind = _kind(planned)
-    seen = [t for t, r in self._where.items() if _kind(t) == kind and t not in self._taken]
+    kind = kind_of(planned)
+    seen = [t for t, r in self._where.items() if kind_of(t) == kind and t not in self._taken]
     if seen:
       thing = min(seen, key=lambda t: self._where[t] != self._location)
       host = self._where[thing]
@@ -234,8 +235,8 @@ class Demonstrator:
 
   def _likelihood(self, kind: str, receptacle: str) -> float:
     """The chance that this receptacle holds the kind: its type's, shared by the room's others."""
-    prior, rtype = self._config.prior, _kind(receptacle)
-    same_type = sum(_kind(r) == rtype for r in self._receptacles)
+    prior, rtype = self._config.prior, kind_of(receptacle)
+    same_type = sum(kind_of(r) == rtype for r in self._receptacles)
     return (prior.probability(kind, rtype) if prior else 1.0) / same_type
 
   def _needed_ids(self, command: str) -> list[str]:
@@ -296,7 +297,7 @@ class Demonstrator:
     if self._visit:
       return self._search_reason(verb, ids[0])
     if verb == "take" and self._found_by_search:
-      return pick([f"{ids[-1]} holds {ids[0]}, the {_kind(ids[0])} the task needs; I take it "
+      return pick([f"{ids[-1]} holds {ids[0]}, the {kind_of(ids[0])} the task needs; I take it "
                    "now.", f"There is {ids[0]}: I stop searching and take it."])
     needed = self._needed_ids(command)
     if verb == "go" and len(needed) > 1:
@@ -325,9 +326,9 @@ class Demonstrator:
     return empty + pick([
         f"I still need a {kind}; {receptacle} is the likeliest place for one that I have not "
         "searched yet.",
-        f"A {kind} is most often found on or in a {_kind(receptacle)}; I search {receptacle} "
+        f"A {kind} is most often found on or in a {kind_of(receptacle)}; I search {receptacle} "
         "next.",
-        f"Searching for a {kind}: {receptacle} is next, as a {_kind(receptacle)} often holds "
+        f"Searching for a {kind}: {receptacle} is next, as a {kind_of(receptacle)} often holds "
         "one."])
 
   def _compress(self, working: str) -> str:
@@ -350,15 +351,15 @@ class Demonstrator:
               listing, items[len(items) // 2])
     for kind in self._needed_kinds:
       seen = [(obs, thing) for _, obs in current for thing in seen_items(obs)
-              if _kind(thing) == kind]
+              if kind_of(thing) == kind]
       if seen and not any(_mentions(content, seen[0][1]) for content in self._blocks.values()):
         archive(self._new_index(f"found_{kind}"), f"where a {kind} was seen (verbatim)", *seen[0])
-    found = [k for k in self._needed_kinds if any(_kind(t) == k for t in self._where) or
-             any(_kind(t) == k for t in self._taken)]
+    found = [k for k in self._needed_kinds if any(kind_of(t) == k for t in self._where) or
+             any(kind_of(t) == k for t in self._taken)]
     remaining = [_abstract(c) for c in self._queue]
     if self._searching:
       remaining.append(f"search the likeliest unsearched places for a {self._searching}")
-    remaining += [f"find and {op} a {_kind(arg)}" if op != "do" else _abstract(arg)
+    remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else _abstract(arg)
                   for op, arg in self._steps[self._step_at + bool(self._searching):]]
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
@@ -393,7 +394,7 @@ class Demonstrator:
         done.append(f"- done: {command}")
     listed = {r: items for r, items in contents.items() if items and (
         not brief or r in self._key_receptacles or
-        any(_kind(i) in self._needed_kinds for i in items))}
+        any(kind_of(i) in self._needed_kinds for i in items))}
     rest = [r for r in contents if r not in listed]
     label = "searched, nothing needed" if brief else "empty"
     return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +

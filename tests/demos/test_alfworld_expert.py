@@ -5,13 +5,9 @@ import pytest
 
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
-from memex_jax.demos.alfworld_expert import seen_items
+from memex_jax.demos.alfworld_expert import kind_of, seen_items
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LISTING
-
-
-def _kind(thing_id):
-  return thing_id.rsplit(" ", 1)[0]
 
 
 def _executed(trajectory):
@@ -66,14 +62,14 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
     assert len(places) == len(set(places)), (game, seed, places)  # never a revisit
 
     def likelihood(r):  # the type's chance, shared among the room's receptacles of that type
-      same = sum(_kind(x) == _kind(r) for x in receptacles)
-      return search_prior.probability(kind, _kind(r)) / same
+      same = sum(kind_of(x) == kind_of(r) for x in receptacles)
+      return search_prior.probability(kind, kind_of(r)) / same
 
     for n, place in enumerate(places):  # each visit: the likeliest place not searched yet
       unsearched = [r for r in receptacles if r not in places[:n]]
       assert likelihood(place) == max(map(likelihood, unsearched)), (game, seed, place)
     # The search stops where it first sees the kind, and takes it from there at once.
-    holds = [any(_kind(i) == kind for i in items) for _, items in searched]
+    holds = [any(kind_of(i) == kind for i in items) for _, items in searched]
     assert holds[-1] and not any(holds[:-1]), (game, seed, searched)
     assert take.endswith(f"from {places[-1]}")
     empty += len(places) > 1
