@@ -155,13 +155,12 @@ class Demonstrator:
     self._holding: str | None = None
     self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
     self._blocks: dict[str, str] = {}  # index -> archived content
-    self._segment = self._turns = 0
+    self._segment = 0
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
   def __call__(self, context: str) -> str:
-    self._turns += 1
     working = context.split(IM_END, 2)[2]
     latest = tool_response_body(working) or ""
     if self._expected and not latest.startswith(self._expected[1]):
