@@ -269,7 +269,7 @@ class Demonstrator:
         self._open.add(ids[0])
         self._closed.discard(ids[0])
       if "you see" in observation:
-        self._searched.append(ids[0])
+        self._searched = list(dict.fromkeys(self._searched + ids[:1]))
         self._where.update({item: ids[0] for item in seen_items(observation)})
       if self._visit == ids[0]:
         self._location = ids[0]  # Examined from a shared spot: it is here all the same.
