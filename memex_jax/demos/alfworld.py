@@ -2,7 +2,8 @@ r"""Expert demonstrations with Indexed Experience Memory: the SFT warm start of 
 
 A demonstration is the real agent loop (`run_episodes`) driven by a scripted policy, so its ids,
 loss masks and segments are exactly what the loop builds. The policy is `alfworld_expert`'s:
-it surveys the room, plays the game's expert solution (the walkthrough the game file ships, or
+it searches the room as a policy could (likeliest places first under a prior estimated from the
+training games), plays the game's expert solution (the walkthrough the game file ships, or
 the engine's planner expert's when it ships none), compresses whenever the working context is
 over the threshold and reads back the ids it needs.
 
@@ -20,7 +21,8 @@ import numpy as np
 
 from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
                              run_episodes, tool_response_body)
-from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
+from memex_jax.demos.alfworld_expert import (DemonstrationConfig, Demonstrator, kind_of,
+                                             seen_items)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
@@ -90,8 +92,9 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   Args:
     game_path: a game folder (or its game.tw-pddl).
     renderer: the ChatML renderer over the policy's tokenizer.
-    config: agent, env and survey settings.
-    seed: picks the survey and the wording (same seed, same demonstration).
+    config: agent and env settings, and the search prior.
+    seed: picks the search order among equally likely places and the wording (same seed, same
+      demonstration).
     env: an AlfWorldEnv built with `config.env` to reuse (one engine per process).
 
   Raises:
@@ -115,14 +118,35 @@ def _ids(text: str) -> set[str]:
   return set(THING_ID.findall(text))
 
 
+def empty_searches(executed: list[tuple[str, str]]) -> int:
+  """Receptacles searched before the first sight of a needed thing that held none.
+
+  Args:
+    executed: (command, observation) of every environment action, in order; the kinds needed
+      are those the actions take or use.
+  """
+  needed = {kind_of(THING_ID.findall(c)[0]) for c, _ in executed if c.startswith(("take ", "use "))}
+  empty = set()
+  for command, observation in executed:
+    items = seen_items(observation) if "you see" in observation else None
+    if items is None or command.split(" ")[0] not in ("go", "open", "examine"):
+      continue
+    if any(kind_of(i) in needed for i in items):
+      break
+    empty.add(command.split(" ", 1)[1].removeprefix("to "))
+  return len(empty)
+
+
 def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
-  """Memory use read off the stored messages: compressions, block kinds, reads that paid off.
+  """Memory use read off the stored messages: compressions, block kinds, reads that paid off;
+  and the search: receptacles found empty before the first needed thing was seen.
 
   A read pays off when a later action of the same segment names an id that the read brought
   back and the working context did not show before it.
   """
   stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
            "reads": 0, "reads_used": 0, "longest_turn": 0}
+  executed = []
   for segment in trajectory.segments:
     runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.sample.loss_mask, 0])))[::2]
     stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
@@ -140,8 +164,11 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
         response = tool_response_body(working[position + 1].content)
         supplied.append(_ids(response or "") - _ids(seen))
       elif call:
+        if call.name == "execute" and position + 1 < len(working):
+          executed.append((str(call.arguments.get("command", "")),
+                           tool_response_body(working[position + 1].content) or ""))
         used = _ids(str(call.arguments.get("command", "")))
         stats["reads_used"] += sum(bool(s & used) for s in supplied)
         supplied = [s for s in supplied if not s & used]
       seen += message.content
-  return stats
+  return {**stats, "empty_searches": empty_searches(executed)}

@@ -1,13 +1,19 @@
 r"""The scripted ALFWorld expert of `demos.alfworld`: plays one game, writing Memex tool calls.
 
-It plays the game's expert solution (the walkthrough the game file ships) after a survey of the
-room: `look` once, then visit receptacles (open, note, close) with the solution's receptacles
-among the first, so that the objects are found early. Whenever ContextStatus reports working >
-threshold, it calls CompressExperience: the look listing and each observation that found a
-needed object are archived verbatim by anchors, a note of every receptacle's contents and of the
-actions done is written explicitly (db_content), and the progress state keeps types, not ids.
-When the next action needs an id the working context no longer shows, it calls ReadExperience on
-the smallest block holding it, and the action then uses what it read.
+It plays the game's expert solution (the walkthrough the game file ships), but finds the things
+it takes or uses as a policy could: `look` once, then search the receptacles not searched yet,
+likeliest first for the object type it needs (a prior over receptacle types per object type,
+estimated from the training games: `search_prior`), open the closed ones, and take the first
+thing of that type it sees at once; something seen earlier is fetched without a search. The rest
+of the walkthrough runs with the instances it found. So demonstrations show empty places and the
+search going on, and never a revisit.
+
+Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
+and each observation that found a needed object are archived verbatim by anchors, a note of
+every receptacle's contents and of the actions done is written explicitly (db_content), and the
+progress state keeps types, not ids. When the next action needs an id the working context no
+longer shows, it calls ReadExperience on the smallest block holding it, and the action then uses
+what it read.
 
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
@@ -24,6 +30,7 @@ from typing import Any, Sequence
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.demos.errors import DemonstrationError
+from memex_jax.demos.search_prior import SearchPrior
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extract_span,
@@ -40,40 +47,60 @@ class DemonstrationConfig:
   Attributes:
     agent: the agent loop's settings (the SmolLM2 preset by default).
     env: the ALFWorld wrapper's options (Memex harder by default).
-    min_survey: receptacles searched at least (all of them in smaller rooms).
-    max_survey: receptacles searched at most before acting, unless nothing was compressed yet.
-    step_reserve: agent turns kept free for compressions and reads after the survey.
+    prior: where object types are found, estimated from the training games only
+      (`search_prior.estimate`); the expert searches the likeliest receptacles first. None:
+      every receptacle is as likely (a random search order).
   """
 
   agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
   env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
-  min_survey: int = 5
-  max_survey: int = 9
-  step_reserve: int = 6
-
-  def __post_init__(self):
-    if not 1 <= self.min_survey <= self.max_survey:
-      raise ValueError(f"DemonstrationConfig needs 1 <= min_survey <= max_survey, got "
-                       f"{self.min_survey}, {self.max_survey}")
+  prior: SearchPrior | None = None
 
 
 def _mentions(text: str, thing_id: str) -> bool:
   return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
 
 
-def _kind(thing_id: str) -> str:
+def kind_of(thing_id: str) -> str:
+  """The type of an id ('drawer 1' -> 'drawer')."""
   return thing_id.rsplit(" ", 1)[0]
 
 
 def _abstract(command: str) -> str:
   """A command with ids replaced by types: the plan without the exact ids."""
-  return THING_ID.sub(lambda m: "the " + _kind(m.group()), command)
+  return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
 
 
-def _seen_items(observation: str) -> list[str]:
+def seen_items(observation: str) -> list[str]:
   """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
   _, _, listed = observation.partition("you see ")
   return re.findall(r"\ban? ([a-z]+ \d+)", listed)
+
+
+def _compile(walkthrough: Sequence[str]) -> list[tuple[str, str]]:
+  """The walkthrough as steps: ("take" | "use", the planned object id) where it fetches a thing,
+  ("do", command) otherwise.
+
+  A fetch drops the walkthrough's own way to the thing (its `go to` and `open`): the expert
+  fetches what it has seen, or searches. Commands the walkthrough does where it fetched go back
+  there first.
+  """
+  steps: list[tuple[str, str]] = []
+  at = None
+  for command in walkthrough:
+    verb, ids = command.split(" ")[0], THING_ID.findall(command)
+    if verb in ("take", "use"):
+      for way in (f"open {at}", f"go to {at}"):
+        if steps and steps[-1] == ("do", way):
+          steps.pop()
+      steps.append((verb, ids[0]))
+      continue
+    if steps and steps[-1][0] != "do" and verb != "go" and at:
+      steps.append(("do", f"go to {at}"))
+    if verb == "go":
+      at = ids[0]
+    steps.append(("do", command))
+  return steps
 
 
 def _call(reasoning: str, name: str, **arguments: Any) -> str:
@@ -107,29 +134,33 @@ class Demonstrator:
 
   def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random,
                tokenizer: TextTokenizer):
-    self._plan = list(walkthrough)
+    self._steps = _compile(walkthrough)
     self._config, self._rng, self._tokenizer = config, rng, tokenizer
     self._expected: tuple[str, str] | None = None  # (memory tool, what its reply must start with)
-    self._plan_at = 0
+    self._step_at = 0
     self._queue: list[str] = [LOOK]
-    self._surveying = True
-    self._survey: list[str] = []  # Receptacles still to search.
-    self._surveyed: list[str] = []
-    self._visit: str | None = None  # The receptacle a survey `go to` is heading for.
+    self._receptacles: list[str] = []  # The look listing, in search-tie order.
+    self._searched: list[str] = []  # Receptacles whose contents were seen, in order.
+    self._searching: str | None = None  # The kind a search is looking for.
+    self._found_by_search = False  # The next take is of what the search just found.
+    self._visit: str | None = None  # The receptacle a search is visiting.
+    self._where: dict[str, str] = {}  # Object id -> the receptacle it was last seen in.
+    self._taken: set[str] = set()
+    self._renamed: dict[str, str] = {}  # Walkthrough object id -> the instance actually used.
+    self._open: set[str] = set()
+    self._closed: set[str] = set()
     self._awaiting: str | None = None
     self._read: str | None = None  # The index read by the previous turn.
     self._location: str | None = None
     self._holding: str | None = None
     self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
     self._blocks: dict[str, str] = {}  # index -> archived content
-    self._segment = self._turns = 0
-    self._key_objects = [THING_ID.findall(c)[0] for c in self._plan
-                         if c.startswith(("take ", "use "))]
-    self._key_receptacles = list(dict.fromkeys(c.removeprefix("go to ") for c in self._plan
-                                               if c.startswith("go to ")))
+    self._segment = 0
+    self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
+    self._key_receptacles = list(dict.fromkeys(
+        t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
   def __call__(self, context: str) -> str:
-    self._turns += 1
     working = context.split(IM_END, 2)[2]
     latest = tool_response_body(working) or ""
     if self._expected and not latest.startswith(self._expected[1]):
@@ -149,89 +180,109 @@ class Demonstrator:
       self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
                                                 len(readable[k])))
       self._expected = (READ, self._blocks[self._read])
-      return _call(f"I need the exact id of the {' and the '.join(map(_kind, missing))}; it is "
+      return _call(f"I need the exact id of the {' and the '.join(map(kind_of, missing))}; it is "
                    f"archived under {self._read}, so I read it back instead of searching again.",
                    READ, index=self._read)
     self._queue.pop(0)
     self._awaiting = command
     reason = self._reason(command)
     if self._read:
-      reason, self._read = f"From {self._read}: {reason[0].lower()}{reason[1:]}", None
+      first = reason[0] if reason.startswith("I ") else reason[0].lower()
+      reason, self._read = f"From {self._read}: {first}{reason[1:]}", None
     return _call(reason, "execute", command=command)
 
   # What to do next.
 
   def _next_command(self) -> str:
-    if not self._queue and self._surveying:
-      if self._survey and self._keep_surveying():
-        self._visit = self._survey.pop(0)
-        self._queue.append(f"go to {self._visit}")
+    while not self._queue:
+      if self._step_at == len(self._steps):
+        raise DemonstrationError("the walkthrough ended without winning")
+      op, arg = self._steps[self._step_at]
+      if op == "do":
+        self._step_at += 1
+        command = THING_ID.sub(lambda m: self._renamed.get(m.group(), m.group()), arg)
+        verb, target = command.split(" ")[0], THING_ID.findall(command)[-1:]
+        if command != f"go to {self._location}" and not (verb == "open" and
+                                                         set(target) <= self._open):
+          self._queue.append(command)
       else:
-        self._surveying = False
-    while not self._queue and self._plan_at < len(self._plan):
-      command = self._plan[self._plan_at]
-      self._plan_at += 1
-      if command != f"go to {self._location}":
-        self._queue.append(command)
-    if not self._queue:
-      raise DemonstrationError("the walkthrough ended without winning")
+        self._acquire(op, arg)
     return self._queue[0]
 
-  def _keep_surveying(self) -> bool:
-    done, config = len(self._surveyed), self._config
-    # The plan may need a read before each of its moves.
-    plan_turns = len(self._plan) + sum(c.startswith("go to ") for c in self._plan)
-    if config.agent.max_steps - self._turns - plan_turns - config.step_reserve < 3:
-      return False
-    if any(k in self._survey for k in self._key_receptacles) or done < config.min_survey:
-      return True
-    return done < config.max_survey or self._segment == 0
+  def _acquire(self, op: str, planned: str) -> None:
+    """Takes (or uses) a seen thing of the planned one's kind, else searches one more place."""
+    kind = kind_of(planned)
+    seen = [t for t, r in self._where.items() if kind_of(t) == kind and t not in self._taken]
+    if seen:
+      thing = min(seen, key=lambda t: self._where[t] != self._location)
+      host = self._where[thing]
+      self._step_at += 1
+      self._found_by_search = self._searching is not None and host == self._location
+      self._renamed[planned], self._searching = thing, None
+      if host != self._location:
+        self._queue.append(f"go to {host}")
+      if host in self._closed:
+        self._queue.append(f"open {host}")
+      self._queue.append(f"take {thing} from {host}" if op == "take" else f"use {thing}")
+      return
+    unsearched = [r for r in self._receptacles if r not in self._searched]
+    if not unsearched:
+      raise DemonstrationError(f"every receptacle was searched and no {kind} was seen")
+    self._searching = kind
+    self._visit = max(unsearched, key=lambda r: self._likelihood(kind, r))  # First of ties.
+    self._queue.append(f"go to {self._visit}")
+
+  def _likelihood(self, kind: str, receptacle: str) -> float:
+    """The chance that this receptacle holds the kind: its type's, shared by the room's others."""
+    prior, rtype = self._config.prior, kind_of(receptacle)
+    same_type = sum(kind_of(r) == rtype for r in self._receptacles)
+    return (prior.probability(kind, rtype) if prior else 1.0) / same_type
 
   def _needed_ids(self, command: str) -> list[str]:
-    """Ids the command names, plus, on the way to take or use something, that thing's id."""
-    things = []
-    if command.startswith("go to ") and not self._surveying:
-      for later in self._plan[self._plan_at:]:
-        if later.startswith("go to "):
-          break
-        if later.startswith(("take ", "use ")):
-          things.append(THING_ID.findall(later)[0])
+    """Ids the command names, plus, on the way to take or use something seen, that thing's id."""
+    last = self._queue[-1] if self._queue else ""
+    things = (THING_ID.findall(last)[:1] if command.startswith("go to ") and
+              last.startswith(("take ", "use ")) else [])
     return list(dict.fromkeys(things + THING_ID.findall(command)))
 
   def _record(self, command: str, observation: str) -> None:
-    verb, _, target = command.partition(" ")
+    verb = command.split(" ")[0]
+    ids = THING_ID.findall(command)
     if observation.startswith("Nothing happens") and verb == "go":
       # Receptacles sharing a spot cannot be gone to from each other: examine it from here.
       if command == f"go to {self._visit}":
-        self._queue.append(f"examine {self._visit}")
+        self._queue.insert(0, f"examine {self._visit}")
       return
     if observation.startswith("Nothing happens") or not observation:
       raise DemonstrationError(f"{command!r} failed: {observation!r}")
     self._log.append((self._segment, command, observation))
     if command == LOOK:
-      self._plan_survey(_seen_items(observation))
-    elif self._visit and command in (f"go to {self._visit}", f"examine {self._visit}"):
-      self._location = self._location if verb == "examine" else self._visit
-      self._surveyed.append(self._visit)
-      if f"The {self._visit} is closed." in observation:
-        self._queue += [f"open {self._visit}", f"close {self._visit}"]
-      self._visit = None
-    elif verb == "go":
-      self._location = target.removeprefix("to ")
+      self._receptacles = seen_items(observation[observation.find(LISTING):])
+      self._rng.shuffle(self._receptacles)  # Ties in the prior are searched in a random order.
+      return
+    if verb == "go":
+      self._location = ids[0]
+    if verb in ("go", "examine", "open"):
+      if f"The {ids[0]} is closed." in observation:
+        self._closed.add(ids[0])
+      if verb == "open":
+        self._open.add(ids[0])
+        self._closed.discard(ids[0])
+      if "you see" in observation:
+        self._searched = list(dict.fromkeys(self._searched + ids[:1]))
+        self._where.update({item: ids[0] for item in seen_items(observation)})
+      if self._visit == ids[0]:
+        self._location = ids[0]  # Examined from a shared spot: it is here all the same.
+        if ids[0] in self._closed:
+          self._queue.append(f"open {ids[0]}")
+        else:
+          self._visit = None
     elif verb == "take":
-      self._holding = target.split(" from ")[0]
+      self._holding = ids[0]
+      self._taken.add(ids[0])
+      self._where.pop(ids[0], None)
     elif verb == "move":
       self._holding = None
-
-  def _plan_survey(self, receptacles: list[str]) -> None:
-    """Needed receptacles among the first `min_survey` visits, then the others."""
-    keys = [r for r in self._key_receptacles if r in receptacles]
-    others = [r for r in receptacles if r not in keys]
-    self._rng.shuffle(others)
-    extra = max(0, self._config.min_survey - len(keys))
-    early = keys + others[:extra]
-    self._rng.shuffle(early)
-    self._survey = early + others[extra:]
 
   # Turns.
 
@@ -242,23 +293,11 @@ class Demonstrator:
     if command == LOOK:
       return pick(["The room's receptacles are hidden and look works only once, so I look now.",
                    "First I need to know which receptacles are here; look is allowed once."])
-    if self._surveying:
-      if verb == "go":
-        return pick([f"I have not searched {ids[0]} yet; going there.",
-                     f"Next I check {ids[0]} to map what the room holds.",
-                     f"Continuing the survey with {ids[0]}."])
-      if verb == "examine":
-        return (f"Nothing happened: {ids[0]} must share the spot I am at, so I examine it from "
-                "here.")
-      if verb == "open":
-        return pick([f"{ids[0]} is closed; I open it to see inside.",
-                     f"I open {ids[0]} to check its contents."])
-      found = [o for o in self._key_objects if o in _seen_items(self._log[-1][2])]
-      if found:
-        return (f"{ids[0]} holds {' and '.join(found)}, which the task needs; I note it and "
-                f"close {ids[0]} for now.")
-      return pick([f"Done with {ids[0]}; I close it again.",
-                   f"Closing {ids[0]} to leave the room as it was."])
+    if self._visit:
+      return self._search_reason(verb, ids[0])
+    if verb == "take" and self._found_by_search:
+      return pick([f"{ids[-1]} holds {ids[0]}, the {kind_of(ids[0])} the task needs; I take it "
+                   "now.", f"There is {ids[0]}: I stop searching and take it."])
     needed = self._needed_ids(command)
     if verb == "go" and len(needed) > 1:
       return f"The {needed[0]} I need is at {ids[0]}; going there."
@@ -272,12 +311,29 @@ class Demonstrator:
             "use": f"I turn on {ids[0]} to look at what I hold under its light.",
             }.get(verb, f"{_VERB_ING.get(verb, 'Doing')} {' with '.join(ids)}: {command}.")
 
+  def _search_reason(self, verb: str, receptacle: str) -> str:
+    kind, pick = self._searching, self._rng.choice
+    if verb == "examine":
+      return (f"Nothing happened: {receptacle} must share the spot I am at, so I examine it from "
+              "here.")
+    if verb == "open":
+      return pick([f"{receptacle} is closed; I open it to look for a {kind}.",
+                   f"I open {receptacle} to see whether a {kind} is inside."])
+    last = self._searched[-1] if self._searched else None
+    visited = last and self._log[-1][1] in (f"{v} {last}" for v in ("go to", "open", "examine"))
+    empty = f"No {kind} at {last}. " if visited else ""
+    return empty + pick([
+        f"I still need a {kind}; {receptacle} is the likeliest place for one that I have not "
+        "searched yet.",
+        f"A {kind} is most often found on or in a {kind_of(receptacle)}; I search {receptacle} "
+        "next.",
+        f"Searching for a {kind}: {receptacle} is next, as a {kind_of(receptacle)} often holds "
+        "one."])
+
   def _compress(self, working: str) -> str:
     """CompressExperience: anchored verbatim blocks, one explicit note, a type-level plan."""
     current = [(c, obs) for s, c, obs in self._log if s == self._segment]
     self._segment += 1
-    if not self._keep_surveying():
-      self._survey = []  # The visit in progress ends the survey.
     blocks = []
 
     def archive(index: str, description: str, span: str, mid: str) -> None:
@@ -289,23 +345,24 @@ class Demonstrator:
     looked = [obs for c, obs in current if c == LOOK]
     if looked and "room_listing" not in self._blocks:
       listing = looked[0][looked[0].index(LISTING):]
-      items = _seen_items(listing)
+      items = seen_items(listing)
       archive("room_listing", "receptacle ids in the room (look, verbatim)",
               listing, items[len(items) // 2])
-    for thing in self._key_objects:
-      seen = [obs for _, obs in current if thing in _seen_items(obs)]
-      if seen and not any(_mentions(content, thing) for content in self._blocks.values()):
-        archive(self._new_index(f"found_{_kind(thing)}"),
-                f"where a {_kind(thing)} was seen (verbatim)", seen[0], thing)
-    found = sorted({_kind(o) for o in self._key_objects
-                    if any(o in _seen_items(obs) for _, _, obs in self._log)})
+    for kind in self._needed_kinds:
+      seen = [(obs, thing) for _, obs in current for thing in seen_items(obs)
+              if kind_of(thing) == kind]
+      if seen and not any(_mentions(content, seen[0][1]) for content in self._blocks.values()):
+        archive(self._new_index(f"found_{kind}"), f"where a {kind} was seen (verbatim)", *seen[0])
+    found = [k for k in self._needed_kinds if any(kind_of(t) == k for t in self._where) or
+             any(kind_of(t) == k for t in self._taken)]
     remaining = [_abstract(c) for c in self._queue]
-    if self._survey:
-      remaining.append(f"{len(self._survey)} more receptacles to search")
-    remaining += [_abstract(c) for c in self._plan[self._plan_at:]]
+    if self._searching:
+      remaining.append(f"search the likeliest unsearched places for a {self._searching}")
+    remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else _abstract(arg)
+                  for op, arg in self._steps[self._step_at + bool(self._searching):]]
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
-    summary = (f"Done: used look (it is no longer available); {len(self._surveyed)} receptacles "
+    summary = (f"Done: used look (it is no longer available); {len(self._searched)} receptacles "
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
@@ -331,12 +388,12 @@ class Demonstrator:
     for command, observation in current:
       verb, target = command.split(" ")[0], (THING_ID.findall(command) or [""])[-1]
       if verb in ("go", "open", "examine") and "you see" in observation:
-        contents[target] = _seen_items(observation)
+        contents[target] = seen_items(observation)
       elif verb not in ("go", "open", "close", "examine", LOOK):
         done.append(f"- done: {command}")
-    needed = set(self._key_objects) | set(self._key_receptacles)
-    listed = {r: items for r, items in contents.items()
-              if items and (not brief or needed & {r, *items})}
+    listed = {r: items for r, items in contents.items() if items and (
+        not brief or r in self._key_receptacles or
+        any(kind_of(i) in self._needed_kinds for i in items))}
     rest = [r for r in contents if r not in listed]
     label = "searched, nothing needed" if brief else "empty"
     return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +

@@ -1,6 +1,6 @@
 r"""The SFT dataset of expert ALFWorld demonstrations: segment shards, trajectories, a summary.
 
-  python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S
+  python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S [--prior JSON]
 
 Each worker process plays games with its own engine (`demos.alfworld.make_demonstration`); a
 game whose expert solution fails is reported in the summary, not written. `iter_sft_examples`
@@ -26,6 +26,7 @@ import tqdm
 
 from memex_jax.agent import ChatRenderer
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos import search_prior
 from memex_jax.demos.alfworld import (DemonstrationConfig, DemonstrationError,
                                       demonstration_stats, make_demonstration)
 from memex_jax.envs.alfworld import games
@@ -34,6 +35,7 @@ from memex_jax.models.pretrained import smollm2_gguf_path
 from memex_jax.tokenizers import Tokenizer
 
 SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summary.json"
+SEARCH_PRIOR = "search_prior.json"
 
 
 def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -103,7 +105,10 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
       "share_with_used_read": mean([s["reads_used"] > 0 for s in stats]),
       "share_with_anchor_and_explicit_blocks": mean(
           [s["anchor_blocks"] > 0 and s["explicit_blocks"] > 0 for s in stats]),
+      "share_with_empty_search": mean([s["empty_searches"] > 0 for s in stats]),
+      "mean_empty_searches": mean([s["empty_searches"] for s in stats]),
       "mean_steps": mean([m["steps"] for m in metrics]),
+      "mean_tokens": mean([m["total_tokens"] for m in metrics]),
       "mean_segments": mean([m["num_segments"] for m in metrics]),
       "mean_reads": mean([s["reads"] for s in stats]),
       "peak_working": max([m["peak_working"] for m in metrics], default=0),
@@ -122,17 +127,17 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
 
   Writes `segments-XXXXX-of-YYYYY.jsonl` (one segment per line: demo, game, seed,
   segment_index, token_ids, loss_mask, messages), `trajectories.jsonl` (per demonstration:
-  game, metrics, memory stats, archive) and `summary.json`. Failed games are reported in the
-  summary, not written.
+  game, metrics, memory stats, archive), `summary.json` and the search prior the expert used
+  (`search_prior.json`, when it had one). Failed games are reported in the summary, not written.
 
   Args:
     game_folders: the games to draw from.
     out: the dataset folder.
     num: demonstrations to make.
-    seed: fixes the game order and every demonstration's survey and wording.
+    seed: fixes the game order and every demonstration's search order and wording.
     workers: processes, each with its own engine.
     shards: segment files; a demonstration's segments share one.
-    config: agent, env and survey settings.
+    config: agent and env settings, and the search prior (estimated from training games only).
     games_root: game ids are paths relative to it (default: the paths as given).
     progress: show a progress bar.
   """
@@ -143,6 +148,8 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
   random.Random(f"demo-order-{seed}").shuffle(order)
   jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i) for i in range(num)]
   os.makedirs(out, exist_ok=True)
+  if config.prior:
+    config.prior.save(os.path.join(out, SEARCH_PRIOR))
   bar = functools.partial(tqdm.tqdm, total=num, desc="demonstrations", disable=not progress)
   done, failed = [], []
   with contextlib.ExitStack() as stack:
@@ -184,15 +191,23 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--context-window", type=int, default=8192)
   parser.add_argument("--threshold", type=int, default=2048,
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
+  parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
+                      "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
+  game_folders = games.find_games(args.games, args.split)
+  # The expert's search order comes from training games: a saved prior, or the games played.
+  prior = (search_prior.SearchPrior.load(args.prior) if args.prior else
+           search_prior.estimate(game_folders))
   config = DemonstrationConfig(agent=smollm2_alfworld(context_window=args.context_window,
-                                                     threshold=args.threshold))
-  summary = write_demonstrations(games.find_games(args.games, args.split), args.out, args.num,
-                                 args.seed, args.workers, args.shards, config, args.games)
+                                                     threshold=args.threshold), prior=prior)
+  summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
+                                 args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))
   print(f"{summary['share_crossing_threshold']:.0%} of the demonstrations cross the compression "
         f"threshold; {summary['share_with_used_read']:.0%} need a ReadExperience whose content a "
-        "later action uses.")
+        f"later action uses; {summary['share_with_empty_search']:.0%} search an empty place "
+        f"first. Mean length: {summary['mean_steps']:.1f} steps, {summary['mean_tokens']:.0f} "
+        "tokens.")
   for failure in summary["failures"]:
     print(f"failed: {failure['game']}: {failure['error']}")
   sys.stdout.flush()

@@ -1,5 +1,6 @@
 """What the demonstration tests share (the generated ALFWorld split is in tests/conftest.py):
-renderer, config, engine, the split's small scenes, broken games."""
+renderer, training games and their search prior, config, engine, the split's small scenes,
+broken games."""
 
 import json
 import os
@@ -10,12 +11,15 @@ import pytest
 from memex_jax.agent import ChatRenderer
 from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos import search_prior as search_prior_lib
 from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld.env import AlfWorldEnv
 
 # Small scenes keep the engine fast; a lower threshold makes them long enough to need memory.
 MAX_RECEPTACLES = 12
 DEMONSTRATION_THRESHOLD = 1024
+NUM_TRAIN_GAMES = 40
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +28,22 @@ def renderer(smollm2_tokenizer):
 
 
 @pytest.fixture(scope="session")
-def demonstration_config():
+def train_games(tmp_path_factory):
+  """Generated train games: where the search prior comes from (never the split played)."""
+  root = str(tmp_path_factory.mktemp("alfworld_train"))
+  generate.generate_split(root, "train", NUM_TRAIN_GAMES, seed=0, workers=1, progress=False)
+  return games.find_games(root, "train")
+
+
+@pytest.fixture(scope="session")
+def search_prior(train_games):
+  return search_prior_lib.estimate(train_games)
+
+
+@pytest.fixture(scope="session")
+def demonstration_config(search_prior):
   return demos.DemonstrationConfig(
-      agent=smollm2_alfworld(threshold=DEMONSTRATION_THRESHOLD))
+      agent=smollm2_alfworld(threshold=DEMONSTRATION_THRESHOLD), prior=search_prior)
 
 
 @pytest.fixture(scope="session")

@@ -15,14 +15,23 @@ from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
 
 NUM = 4
+THRESHOLD = 512
+
+
+@pytest.fixture(scope="session")
+def demonstration_config(search_prior):
+  """The expert finds things soon in small scenes: a lower threshold has most of them cross it."""
+  return demos.DemonstrationConfig(agent=smollm2_alfworld(threshold=THRESHOLD), prior=search_prior)
 
 
 @pytest.fixture(scope="module")
 def dataset(small_root, demonstration_config, tmp_path_factory):
   """The CLI's output over the small scenes (2 worker processes), and what it printed."""
   out = str(tmp_path_factory.mktemp("demos"))
+  prior = str(tmp_path_factory.mktemp("prior") / "search_prior.json")
+  demonstration_config.prior.save(prior)
   argv = ["--games", small_root, "--split", "valid_seen", "--out", out, "--num", str(NUM),
-          "--seed", "3", "--workers", "2", "--shards", "2",
+          "--seed", "3", "--workers", "2", "--shards", "2", "--prior", prior,
           "--threshold", str(demonstration_config.agent.threshold)]
   printed = io.StringIO()
   with contextlib.redirect_stdout(printed):
@@ -46,6 +55,8 @@ def test_cli_writes_shards_trajectories_and_a_summary(dataset, small_root, rende
     summary = json.load(f)
   assert summary["demonstrations"] == NUM and summary["failed"] == 0
   assert summary["agent"]["threshold"] == demonstration_config.agent.threshold
+  assert dataset_lib.search_prior.SearchPrior.load(
+      os.path.join(out, dataset_lib.SEARCH_PRIOR)) == demonstration_config.prior
   assert re.search(r"\d+% of the demonstrations cross the compression threshold; \d+% need a "
                    r"ReadExperience whose content a later action uses", printed)
   assert sorted(f for f in os.listdir(out) if f.startswith(dataset_lib.SEGMENTS_PREFIX)) == [
@@ -141,12 +152,12 @@ def test_a_seed_fixes_the_demonstration(dataset, small_root, renderer, demonstra
 
 
 def test_games_whose_solution_fails_are_reported_not_written(broken_copy, tmp_path):
-  game = broken_copy(["take ghost 1 from nowhere 1"])
+  game = broken_copy(["move ghost 1 to nowhere 1"])
   out = str(tmp_path / "out")
   summary = dataset_lib.write_demonstrations([game], out, num=1, seed=0, shards=1,
                                              progress=False)
   assert (summary["demonstrations"], summary["failed"]) == (0, 1)
-  assert "'take ghost 1 from nowhere 1' failed" in summary["failures"][0]["error"]
+  assert "'move ghost 1 to nowhere 1' failed" in summary["failures"][0]["error"]
   assert os.path.getsize(os.path.join(out, "segments-00000-of-00001.jsonl")) == 0
   with pytest.raises(FileNotFoundError, match="no segments"):
     list(dataset_lib.iter_sft_examples(str(tmp_path)))

@@ -1,0 +1,82 @@
+"""The scripted expert searches as a policy could: likeliest unsearched places first, no
+revisits, and it takes the first thing of the kind it needs as soon as it sees it."""
+
+import pytest
+
+from memex_jax import demos
+from memex_jax.agent import parse_turn, tool_response_body
+from memex_jax.demos.alfworld_expert import kind_of, seen_items
+from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld.env import LISTING
+
+
+def _executed(trajectory):
+  """(command, observation) of every environment action, in order."""
+  pairs = []
+  for segment in trajectory.segments:
+    working = segment.messages[2:]
+    for message, reply in zip(working, working[1:]):
+      call = parse_turn(message.content).call if message.role == "assistant" else None
+      if call and call.name == "execute":
+        pairs.append((call.arguments["command"], tool_response_body(reply.content) or ""))
+  return pairs
+
+
+def _search(executed):
+  """The receptacles whose contents were shown before the first take, and the take."""
+  first_take = next(i for i, (c, _) in enumerate(executed) if c.startswith("take "))
+  searched = [(c.split(" ", 1)[1].removeprefix("to "), seen_items(obs))
+              for c, obs in executed[:first_take]
+              if c.split(" ")[0] in ("go", "open", "examine") and "you see" in obs]
+  return searched, executed[first_take][0]
+
+
+@pytest.fixture(scope="module")
+def played(small_root, renderer, demonstration_config, demonstration_env):
+  """Every small game, played twice (two seeds: two orders among equally likely places)."""
+  return [(game, seed, demos.make_demonstration(game, renderer, demonstration_config, seed,
+                                                demonstration_env))
+          for game in games.find_games(small_root, "valid_seen") for seed in (0, 1)]
+
+
+def test_the_expert_wins_every_small_game(played):
+  assert len(played) >= 8
+  for game, seed, trajectory in played:
+    m = trajectory.metrics
+    assert m.success and m.finish_reason == "env_done", (game, seed)
+    assert m.num_malformed == 0 and m.p_redundancy == 0, (game, seed)
+    opened = [c for c, _ in _executed(trajectory) if c.startswith("open ")]
+    assert len(opened) == len(set(opened)), (game, seed)  # nothing is opened twice
+
+
+def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_sight(
+    played, search_prior):
+  empty = 0
+  for game, seed, trajectory in played:
+    executed = _executed(trajectory)
+    listing = next(obs for c, obs in executed if c == "look")
+    receptacles = seen_items(listing[listing.index(LISTING):])
+    searched, take = _search(executed)
+    kind = take.split(" ")[1]
+    places = [r for r, _ in searched]
+    assert len(places) == len(set(places)), (game, seed, places)  # never a revisit
+
+    def likelihood(r):  # the type's chance, shared among the room's receptacles of that type
+      same = sum(kind_of(x) == kind_of(r) for x in receptacles)
+      return search_prior.probability(kind, kind_of(r)) / same
+
+    for n, place in enumerate(places):  # each visit: the likeliest place not searched yet
+      unsearched = [r for r in receptacles if r not in places[:n]]
+      assert likelihood(place) == max(map(likelihood, unsearched)), (game, seed, place)
+    # The search stops where it first sees the kind, and takes it from there at once.
+    holds = [any(kind_of(i) == kind for i in items) for _, items in searched]
+    assert holds[-1] and not any(holds[:-1]), (game, seed, searched)
+    assert take.endswith(f"from {places[-1]}")
+    empty += len(places) > 1
+  assert empty > 0  # some demonstration shows places found empty before the thing
+
+
+def test_stats_count_the_empty_places_before_the_first_sight(played):
+  for _, _, trajectory in played:
+    searched, _ = _search(_executed(trajectory))
+    assert demos.demonstration_stats(trajectory)["empty_searches"] == len(searched) - 1
