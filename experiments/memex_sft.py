@@ -30,6 +30,7 @@ from memex_jax import rl
 from memex_jax import runs
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.demos import dataset as demo_dataset
+from memex_jax.demos import search_prior
 from memex_jax.envs.alfworld import generate
 from memex_jax.models.policy import load_policy
 
@@ -108,9 +109,10 @@ def demonstrations_dir(c: Any) -> str:
     return demo_dir
   agent = runs.from_section(smollm2_alfworld, c.demos.agent, "config.demos.agent")
   games = runs.from_section(generate.games_for, c.games, "config.games")
+  # The expert searches in the order of a prior estimated from these (training) games only.
+  config = demos.DemonstrationConfig(agent=agent, prior=search_prior.estimate(games))
   summary = demo_dataset.write_demonstrations(games, demo_dir, c.demos.num, c.seed,
-                                              workers=c.games.workers,
-                                              config=demos.DemonstrationConfig(agent=agent))
+                                              workers=c.games.workers, config=config)
   print(f"demonstrations: {summary['demonstrations']} written, {summary['failed']} failed; "
         f"{summary['share_crossing_threshold']:.0%} cross the threshold, "
         f"{summary['share_with_used_read']:.0%} use a ReadExperience")
