@@ -30,14 +30,7 @@ def _sampler(smollm2, tokenizer, **kw):
 def test_greedy_matches_transformers(smollm2, smollm2_tokenizer):
   torch = pytest.importorskip("torch")
   from memex_jax.models import hf_io  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  cfg, params = smollm2
-  hf_config = transformers.AutoConfig.for_model(**hf_io.config_to_hf(cfg))
-  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-  state = {k: torch.from_numpy(np.ascontiguousarray(v))
-           for k, v in hf_io.tensors_from_params(cfg, params).items()}
-  model.load_state_dict(state, strict=False)
-  model.tie_weights()
+  model = hf_io.torch_model(*smollm2)
   ids = smollm2_tokenizer.encode(PROMPT)
   with torch.no_grad():
     ref = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False,
