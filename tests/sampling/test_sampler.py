@@ -86,7 +86,9 @@ def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
 
 def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
-  serving = quant.to_int4_serving(params)
+  # Group 32 would reproduce SmolLM2's own Q4_1 weights; 64 makes quantization act.
+  cfg = cfg.replace(int4_group=64)
+  serving = quant.to_int4_serving(params, group=64)
   sampler = sampler_lib.Sampler(cfg.replace(quant="int4_serve"), serving, smollm2_tokenizer,
                                 sampler_lib.SamplerConfig(num_slots=1, cache_length=128,
                                                           temperature=1.0, new_tokens_bucket=16))
