@@ -11,7 +11,7 @@ warm-up. Rows:
     the prefill included (torch: `generate`). The JAX int4 serving form is timed beside them.
   prefill_{512,2048}: one forward filling the KV cache, last position's logits; tokens/s.
   train_b4x512: forward + backward + AdamW on the next-token loss; seconds per step (JAX with
-    the remat the learner uses).
+    remat, saving what `--remat_saves` says).
 The decode roofline is weight bytes per step over a measured memory-copy bandwidth: every
 decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s.
 """
@@ -56,9 +56,8 @@ def memcpy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
 
 
 def tree_bytes(tree: Any) -> int:
-  """Storage bytes of a param tree (int4 counted at half a byte)."""
-  return sum(x.size * jnp.dtype(x.dtype).itemsize if x.dtype != jnp.int4 else x.size // 2
-             for x in jax.tree.leaves(tree))
+  """Storage bytes of a param tree."""
+  return sum(x.nbytes for x in jax.tree.leaves(tree))
 
 
 def _prefill_call(cfg: ModelConfig, params: dict, prompt: jax.Array) -> Callable[[], jax.Array]:
@@ -71,8 +70,8 @@ def _prefill_call(cfg: ModelConfig, params: dict, prompt: jax.Array) -> Callable
     hidden, cache = transformer.Transformer(cfg).apply(
         {"params": params}, prompt, positions, transformer.init_cache(cfg, b, p),
         return_hidden=True)
-    kernel = transformer.head_kernel(params, cfg)
-    return transformer.logits_from_hidden(hidden[:, -1], kernel), cache
+    head = transformer.head_kernel(params, cfg)
+    return transformer.logits_from_hidden(hidden[:, -1], head), cache
 
   return lambda: prefill(params, prompt)[0]
 
@@ -120,7 +119,8 @@ class SideBySide:
               "torch": torch_reference.prefill(self.torch_model, prompt)}
     tokens = self._ids(4, 512)
     # The torch step updates its weights in place: it gets its own copy of the model.
-    return {"jax": train_bench.step_call(self.cfg.replace(remat=True), self.params,
+    cfg = self.cfg.replace(remat=True, remat_saves=a.remat_saves)
+    return {"jax": train_bench.step_call(cfg, self.params,
                                          jnp.asarray(tokens), a.chunk),
             "torch": torch_reference.train_step(
                 hf_io.torch_model(self.cfg, host_params), tokens)}
@@ -172,6 +172,7 @@ def main() -> None:
   parser.add_argument("--prompt", type=int, default=32)
   parser.add_argument("--new_tokens", type=int, default=64)
   parser.add_argument("--chunk", type=int, default=512, help="JAX loss chunk in tokens")
+  parser.add_argument("--remat_saves", default="dots", help="JAX train step's remat policy")
   parser.add_argument("--out", default="bench/results/cpu_vs_torch.json")
   args = parser.parse_args()
 
