@@ -5,15 +5,18 @@
 
 Both sides run in this one process on the same float32 weights (dequantized from the GGUF).
 Within a run the JAX and torch measurements of a row alternate (A B A B ..), so a neighbour's
-load on a shared machine hits both; each figure is the median of `--repeats` calls after a
-warm-up. Rows:
+load on a shared machine hits both; a path's figure is the median over `--rounds` alternations
+of the median of `--repeats` calls, after one warm-up call (compilation included) at build
+time. Rows:
   decode_b{1,8}: greedy, `--prompt` ids then `--new_tokens` sampled ids per row, tokens/s with
     the prefill included (torch: `generate`). The JAX int4 serving form is timed beside them.
   prefill_{512,2048}: one forward filling the KV cache, last position's logits; tokens/s.
   train_b4x512: forward + backward + AdamW on the next-token loss; seconds per step (JAX with
     remat, saving what `--remat_saves` says).
 The decode roofline is weight bytes per step over a measured memory-copy bandwidth: every
-decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s.
+decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s. Prefill and
+the train step are bounded by compute instead: their model FLOPs over a measured float32 matmul
+peak (the same for both frameworks, as both run float32 on the same cores).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from bench import report
 from bench import sampler as sampler_bench
 from bench import torch_reference
 from bench import train_step as train_bench
+from memex_jax import flops
 from memex_jax.models import gguf_io
 from memex_jax.models import hf_io
 from memex_jax.models import quant
@@ -77,7 +81,13 @@ def _prefill_call(cfg: ModelConfig, params: dict, prompt: jax.Array) -> Callable
 
 
 def _seconds(fn: Callable[[], Any], repeats: int) -> float:
-  return report.time_call(lambda: _block(fn()), repeats)
+  """Median wall seconds of `repeats` calls of an already warm `fn`."""
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    _block(fn())
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
 
 
 def _block(out: Any) -> Any:
@@ -99,6 +109,8 @@ class SideBySide:
     self.calls: dict[str, dict[str, Callable[[], Any]]] = {}
     for row in args.rows:
       self.calls[row] = self._build(row, params)
+      for fn in self.calls[row].values():
+        _block(fn())  # compile (JAX) and warm up once, outside every timing
 
   def _ids(self, *shape: int) -> np.ndarray:
     return self.rng.integers(0, self.cfg.vocab_size, shape, dtype=np.int32)
@@ -137,13 +149,20 @@ class SideBySide:
     return out
 
 
-def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace,
-               roofline: dict[str, float]) -> dict[str, Any]:
-  """Speeds of one row in its own unit (tokens/s, or s/step) and the JAX/torch ratio."""
+def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace, cfg: ModelConfig,
+               ceilings: dict[str, float]) -> dict[str, Any]:
+  """One row's speeds, its JAX/torch ratio and each path's fraction of its ceiling.
+
+  Speeds are tokens/s (seconds per step for training); the ceiling is the memory roofline for
+  decode and the float32 matmul peak otherwise.
+  """
   rec: dict[str, Any] = {"row": row}
   if row == "train_b4x512":
     rec.update({f"{k}_s_per_step": v for k, v in seconds.items()})
     rec["ratio"] = seconds["torch"] / seconds["jax"]
+    step_flops = flops.train_flops_per_token(cfg, 512) * 4 * 512
+    rec.update({f"{k}_peak_frac": step_flops / v / ceilings["peak_flops"]
+                for k, v in seconds.items()})
     return rec
   if row.startswith("decode_b"):
     work = int(row.removeprefix("decode_b")) * args.new_tokens
@@ -154,12 +173,14 @@ def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace,
   rec["ratio"] = speeds["jax"] / speeds["torch"]
   if "jax_int4" in speeds:
     rec["int4_ratio"] = speeds["jax_int4"] / speeds["torch"]
-  if row.startswith("decode_b"):
-    batch = int(row.removeprefix("decode_b"))
-    for k, v in speeds.items():
-      bound = batch * roofline["bandwidth"] / roofline["int4_bytes" if k == "jax_int4" else
-                                                        "float_bytes"]
-      rec[f"{k}_roofline_frac"] = v / bound
+  for k, v in speeds.items():
+    if row.startswith("decode_b"):
+      batch = int(row.removeprefix("decode_b"))
+      weight_bytes = ceilings["int4_bytes" if k == "jax_int4" else "float_bytes"]
+      rec[f"{k}_roofline_frac"] = v / (batch * ceilings["bandwidth"] / weight_bytes)
+    else:  # the forward third of the training FLOPs
+      rec[f"{k}_peak_frac"] = v * flops.train_flops_per_token(cfg, work) / 3 / ceilings[
+          "peak_flops"]
   return rec
 
 
@@ -168,7 +189,7 @@ def main() -> None:
   parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
   parser.add_argument("--runs", type=int, default=3, help="interleaved runs, each reported")
   parser.add_argument("--rounds", type=int, default=2, help="A B alternations per row and run")
-  parser.add_argument("--repeats", type=int, default=2, help="timed calls per measurement")
+  parser.add_argument("--repeats", type=int, default=1, help="timed calls per measurement")
   parser.add_argument("--prompt", type=int, default=32)
   parser.add_argument("--new_tokens", type=int, default=64)
   parser.add_argument("--chunk", type=int, default=512, help="JAX loss chunk in tokens")
@@ -177,15 +198,17 @@ def main() -> None:
   args = parser.parse_args()
 
   bench = SideBySide(args)
-  bandwidth = memcpy_bandwidth()
-  roofline = {"bandwidth": bandwidth, "float_bytes": tree_bytes(bench.params),
-              "int4_bytes": tree_bytes(bench.int4_params)}
-  print(f"memcpy bandwidth {bandwidth / 1e9:.2f} GB/s; weight bytes per decode step: float "
-        f"{roofline['float_bytes'] / 1e6:.0f} MB, int4 {roofline['int4_bytes'] / 1e6:.0f} MB; "
-        f"torch threads {torch.get_num_threads()}")
+  ceilings = {"bandwidth": memcpy_bandwidth(), "float_bytes": tree_bytes(bench.params),
+              "int4_bytes": tree_bytes(bench.int4_params),
+              "peak_flops": flops.matmul_peak_flops("float32", 2048)}
+  print(f"memcpy bandwidth {ceilings['bandwidth'] / 1e9:.2f} GB/s; weight bytes per decode step: "
+        f"float {ceilings['float_bytes'] / 1e6:.0f} MB, int4 {ceilings['int4_bytes'] / 1e6:.0f} "
+        f"MB; float32 matmul peak {ceilings['peak_flops'] / 1e9:.0f} GFLOP/s; torch threads "
+        f"{torch.get_num_threads()}")
   runs = []
   for run in range(args.runs):
-    rows = [row_record(row, sec, args, roofline) for row, sec in bench.measure().items()]
+    rows = [row_record(row, sec, args, bench.cfg, ceilings)
+            for row, sec in bench.measure().items()]
     report.print_table(f"run {run + 1}/{args.runs}: JAX vs torch (ratio >= {TARGET_RATIO} wanted)",
                        rows)
     runs.append(rows)
@@ -193,7 +216,7 @@ def main() -> None:
   summary = [{"row": row, "median_ratio": statistics.median(v), "runs": " ".join(
       f"{x:.2f}" for x in v)} for row, v in ratios.items()]
   report.print_table("median ratio over runs", summary)
-  report.write_json(args.out, {"args": vars(args), "roofline": roofline, "runs": runs,
+  report.write_json(args.out, {"args": vars(args), "ceilings": ceilings, "runs": runs,
                                "summary": summary})
 
 
