@@ -173,6 +173,7 @@ def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace, cf
   rec["ratio"] = speeds["jax"] / speeds["torch"]
   if "jax_int4" in speeds:
     rec["int4_ratio"] = speeds["jax_int4"] / speeds["torch"]
+    rec["int4_over_float"] = speeds["jax_int4"] / speeds["jax"]
   for k, v in speeds.items():
     if row.startswith("decode_b"):
       batch = int(row.removeprefix("decode_b"))
@@ -209,13 +210,18 @@ def main() -> None:
   for run in range(args.runs):
     rows = [row_record(row, sec, args, bench.cfg, ceilings)
             for row, sec in bench.measure().items()]
+    columns = dict.fromkeys(k for r in rows for k in r)  # rows measure different things
     report.print_table(f"run {run + 1}/{args.runs}: JAX vs torch (ratio >= {TARGET_RATIO} wanted)",
-                       rows)
+                       [{k: r.get(k) for k in columns} for r in rows])
     runs.append(rows)
-  ratios = {row: [r[i]["ratio"] for r in runs] for i, row in enumerate(args.rows)}
-  summary = [{"row": row, "median_ratio": statistics.median(v), "runs": " ".join(
-      f"{x:.2f}" for x in v)} for row, v in ratios.items()]
-  report.print_table("median ratio over runs", summary)
+  summary = []
+  for i, row in enumerate(args.rows):
+    for key in ("ratio", "int4_ratio", "int4_over_float"):
+      if key in runs[0][i]:
+        values = [r[i][key] for r in runs]
+        summary.append({"row": row, "measure": key, "median": statistics.median(values),
+                        "runs": " ".join(f"{x:.2f}" for x in values)})
+  report.print_table("medians over runs", summary)
   report.write_json(args.out, {"args": vars(args), "ceilings": ceilings, "runs": runs,
                                "summary": summary})
 
