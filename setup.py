@@ -17,8 +17,6 @@ INSTALL_REQUIRES = [
     "tokenizers>=0.22,<0.24",
     "safetensors>=0.6,<0.9",
     "jinja2>=3.1",
-    # aqtp 0.9.0 is the last release; it warns about jnp.promote_types on jax 0.10/0.11.
-    "aqtp==0.9.0",
     # GGUF reader + dequantisation for the offline SmolLM2 weights.
     "gguf>=0.17,<0.20",
     # Array-record builders without TensorFlow need importlib_resources.

@@ -10,6 +10,7 @@ Random-init weights of the named shapes; no stop strings, so every row decodes a
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -26,6 +27,25 @@ MODELS = {"tiny": config_lib.tiny, "smollm2_135m": config_lib.smollm2_135m,
           "qwen2_5_0_5b": config_lib.qwen2_5_0_5b}
 
 
+def generate_call(cfg: config_lib.ModelConfig, params: dict, prompt_ids: jax.Array,
+                  new_tokens: int, temperature: float) -> Callable[[], jax.Array]:
+  """A call that prefills prompt_ids [B P] into a fresh cache and samples `new_tokens` per row.
+
+  No stop strings or eos, so every row samples all of them; top-p is 1.
+  """
+  batch, prompt = prompt_ids.shape
+  table = stops.build_stop_table([""] * cfg.vocab_size, [], eos_ids=[])
+  zeros = jnp.zeros((batch,), jnp.int32)
+
+  def once():
+    cache = transformer.init_cache(cfg, batch, prompt + new_tokens)
+    return decode.generate(cfg, params, cache, table, prompt_ids, zeros, zeros + prompt,
+                           zeros + new_tokens, jax.random.PRNGKey(2), jnp.float32(temperature),
+                           jnp.float32(1.0), max_new_tokens=new_tokens).num_tokens
+
+  return once
+
+
 def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: bool,
         repeats: int) -> dict:
   cfg = MODELS[model]().replace(dtype=dtype, param_dtype=dtype)
@@ -34,17 +54,8 @@ def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: 
       jax.jit(transformer.Transformer(cfg).init)(jax.random.PRNGKey(0), tokens, tokens)["params"])
   if int4:
     params, cfg = quant.to_int4_serving(params), cfg.replace(quant="int4_serve")
-  table = stops.build_stop_table([""] * cfg.vocab_size, [], eos_ids=[])
   prompt_ids = jax.random.randint(jax.random.PRNGKey(1), (batch, prompt), 0, cfg.vocab_size)
-  zeros = jnp.zeros((batch,), jnp.int32)
-
-  def once():
-    cache = transformer.init_cache(cfg, batch, prompt + new_tokens)
-    return decode.generate(cfg, params, cache, table, prompt_ids, zeros, zeros + prompt,
-                           zeros + new_tokens, jax.random.PRNGKey(2), jnp.float32(1.0),
-                           jnp.float32(1.0), max_new_tokens=new_tokens).num_tokens
-
-  seconds = report.time_call(once, repeats)
+  seconds = report.time_call(generate_call(cfg, params, prompt_ids, new_tokens, 1.0), repeats)
   return {"model": model, "dtype": dtype, "int4": int4, "batch": batch, "prompt": prompt,
           "new_tokens": new_tokens, "seconds": seconds,
           "decode_tokens_per_s": batch * new_tokens / seconds}

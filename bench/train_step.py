@@ -11,6 +11,7 @@ length, d model width (attention counted non-causal), peak = a measured square m
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -22,15 +23,17 @@ from memex_jax.runs import flops
 from bench.sampler import MODELS
 from memex_jax.models import logprobs as logprobs_lib
 from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
 
 
-def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
-        peak: float) -> dict:
-  cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant)
-  tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
+def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array,
+              chunk: int) -> Callable[[], jax.Array]:
+  """A call running one jitted AdamW step of the next-token loss on tokens [B T]; returns the loss.
+
+  Every call starts from the same params and optimizer state, so each does identical work.
+  """
+  batch, seq = tokens.shape
   positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
-  init = jax.jit(transformer.Transformer(cfg).init)
-  params = nn.unbox(init(jax.random.PRNGKey(0), tokens[:1, :8], positions[:1, :8])["params"])
   opt = optax.adamw(1e-5, weight_decay=0.1)
   state = opt.init(params)
 
@@ -44,7 +47,16 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
     updates, s = opt.update(grads, s, p)
     return optax.apply_updates(p, updates), s, loss
 
-  seconds = report.time_call(lambda: step(params, state)[2], repeats)
+  return lambda: step(params, state)[2]
+
+
+def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
+        peak: float) -> dict:
+  cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant)
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
+  init = jax.jit(transformer.Transformer(cfg).init)
+  params = nn.unbox(init(jax.random.PRNGKey(0), tokens[:1, :8], tokens[:1, :8])["params"])
+  seconds = report.time_call(step_call(cfg, params, tokens, chunk), repeats)
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
           "params_M": cfg.num_params / 1e6, "step_s": seconds,

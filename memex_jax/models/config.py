@@ -8,6 +8,7 @@ from typing import Any
 FAMILIES = ("llama", "qwen2", "qwen3")
 QUANT_MODES = ("none", "int4_qat", "int4_serve")
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+REMAT_SAVES = ("nothing", "dots")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +62,14 @@ class ModelConfig:
     max_position: the model's context window.
     dtype: activation/compute dtype name ('float32', 'bfloat16').
     param_dtype: parameter storage dtype name.
-    quant: 'none', 'int4_qat' (AQT int4 weights in the forward, float grads) or
-      'int4_serve' (stored int4 values + per-channel scales, for the sampler).
+    quant: 'none', 'int4_qat' (int4 weights in the forward, float grads) or 'int4_serve'
+      (stored int4 values + scales and offsets, for the sampler); see quant.py.
+    int4_group: input channels per int4 group (one scale and offset per group and output
+      channel); must divide every projection's input width. 32 is lossless for SmolLM2.
     remat: rematerialise each layer in the backward pass.
+    remat_saves: with remat, what each layer keeps from its forward: 'nothing' (least memory)
+      or 'dots' (the projection matmul outputs: the backward recomputes only attention and the
+      elementwise ops, for ~7 saved [B T width] arrays per layer).
   """
 
   family: str
@@ -84,13 +90,21 @@ class ModelConfig:
   dtype: str = "float32"
   param_dtype: str = "float32"
   quant: str = "none"
+  int4_group: int = 32
   remat: bool = False
+  remat_saves: str = "nothing"
 
   def __post_init__(self):
     if self.family not in FAMILIES:
       raise ValueError(f"unknown architecture family {self.family!r}; expected one of {FAMILIES}")
+    if self.remat_saves not in REMAT_SAVES:
+      raise ValueError(f"remat_saves={self.remat_saves!r}; expected one of {REMAT_SAVES}")
     if self.quant not in QUANT_MODES:
       raise ValueError(f"quant={self.quant!r}; expected one of {QUANT_MODES}")
+    widths = (self.embed_dim, self.num_heads * self.head_dim, self.mlp_dim)
+    if self.quant != "none" and (self.int4_group < 1 or any(w % self.int4_group for w in widths)):
+      raise ValueError(f"int4_group={self.int4_group} must divide every projection's input width "
+                       f"{widths}")
     if self.num_heads % self.num_kv_heads:
       raise ValueError(
           f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")

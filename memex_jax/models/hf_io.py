@@ -306,6 +306,22 @@ def tensors_from_params(cfg: ModelConfig, params: Params) -> dict[str, np.ndarra
   return tensors
 
 
+def torch_model(cfg: ModelConfig, params: Params) -> Any:
+  """A transformers CausalLM (torch, float32, eval mode) holding exactly `params`.
+
+  The reference of the parity tests and the CPU benches; torch is a test-only dependency, so it
+  is imported here, on first use.
+  """
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  hf_config = transformers.AutoConfig.for_model(**config_to_hf(cfg))
+  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+  model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors_from_params(cfg, params).items()},
+                        strict=False)
+  model.tie_weights()
+  return model.eval()
+
+
 # --- folders ----------------------------------------------------------------------------------
 
 

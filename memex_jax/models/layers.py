@@ -9,7 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memex_jax.models import quant
+from memex_jax.models import quant as quant_lib
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
 
@@ -43,6 +43,7 @@ class Projection(nn.Module):
   use_bias: bool = False
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
+  group: int = quant_lib.DEFAULT_GROUP
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -51,24 +52,41 @@ class Projection(nn.Module):
     if self.quant == "int4_serve":
       values = self.param("kernel_int4",
                           nn.with_logical_partitioning(nn.initializers.zeros, self.axes),
-                          shape, jnp.int4)
+                          shape, jnp.int8)
+      group_axes = (None, self.axes[1])
+      groups = (shape[0] // self.group, self.features)
       scale = self.param("kernel_scale",
-                         nn.with_logical_partitioning(nn.initializers.ones, (None, self.axes[1])),
-                         (1, self.features), jnp.float32)
-      y = jnp.dot(x, values.astype(self.dtype)) * scale[0].astype(self.dtype)
+                         nn.with_logical_partitioning(nn.initializers.ones, group_axes),
+                         groups, jnp.float32)
+      offset = self.param("kernel_offset",
+                          nn.with_logical_partitioning(nn.initializers.zeros, group_axes),
+                          groups, jnp.float32)
+      kernel = quant_lib.dequantize_int4(values, scale, offset)
     else:
       kernel = self.param("kernel", nn.with_logical_partitioning(_INIT, self.axes), shape,
-                          self.param_dtype).astype(self.dtype)
-      dims = (((x.ndim - 1,), (0,)), ((), ()))
+                          self.param_dtype)
       if self.quant == "int4_qat":
-        y = quant.qat_dot_general()(x, kernel, dims, None)
-      else:
-        y = jax.lax.dot_general(x, kernel, dims)
+        kernel = quant_lib.qat_kernel(kernel, self.group)
+    y = jax.lax.dot_general(x, kernel.astype(self.dtype), (((x.ndim - 1,), (0,)), ((), ())))
     if self.use_bias:
       bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, self.axes[1:]),
                         (self.features,), self.param_dtype)
       y = y + bias.astype(self.dtype)
     return y
+
+
+def _write_cache(cache: Array, new: Array, positions: Array) -> Array:
+  """cache [B S K Dh] with new [B T K Dh] written at each row's own positions [B T].
+
+  Slot index == position. One new token per row (decode) is a select over the slots: XLA:CPU
+  runs the equivalent B-row scatter as a serial loop that cost more than the whole layer's
+  matmuls at batch 8.
+  """
+  new = new.astype(cache.dtype)
+  if new.shape[1] == 1:
+    hit = jnp.arange(cache.shape[1])[None, :] == positions  # B S
+    return jnp.where(hit[:, :, None, None], new, cache)
+  return cache.at[jnp.arange(cache.shape[0])[:, None], positions].set(new)
 
 
 class Attention(nn.Module):
@@ -80,7 +98,7 @@ class Attention(nn.Module):
             bias: bool = False) -> Projection:
     c = self.cfg
     return Projection(features, axes, c.quant, bias, jnp.dtype(c.dtype), jnp.dtype(c.param_dtype),
-                      name=name)
+                      c.int4_group, name=name)
 
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
@@ -101,10 +119,7 @@ class Attention(nn.Module):
     k = rope.apply_rotary(k, cos, sin)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "head_dim"))
     if cache is not None:
-      # Each row writes its new keys at its own absolute positions (slot index == position).
-      rows = jnp.arange(b)[:, None]
-      k = cache[0].at[rows, positions].set(k.astype(cache[0].dtype))  # B S K Dh
-      v = cache[1].at[rows, positions].set(v.astype(cache[1].dtype))  # B S K Dh
+      k, v = _write_cache(cache[0], k, positions), _write_cache(cache[1], v, positions)
       cache = (k, v)
     out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
                                        mask=mask)  # B T H Dh
@@ -121,7 +136,9 @@ class MLP(nn.Module):
   def __call__(self, x: Array) -> Array:
     c = self.cfg
     dt, pdt = jnp.dtype(c.dtype), jnp.dtype(c.param_dtype)
-    gate = Projection(c.mlp_dim, ("embed", "mlp"), c.quant, False, dt, pdt, name="gate_proj")(x)
-    up = Projection(c.mlp_dim, ("embed", "mlp"), c.quant, False, dt, pdt, name="up_proj")(x)
+    proj = lambda features, axes, name: Projection(features, axes, c.quant, False, dt, pdt,
+                                                   c.int4_group, name=name)
+    gate = proj(c.mlp_dim, ("embed", "mlp"), "gate_proj")(x)  # B T F
+    up = proj(c.mlp_dim, ("embed", "mlp"), "up_proj")(x)  # B T F
     h = nn.with_logical_constraint(jax.nn.silu(gate) * up, ("batch", "length", "mlp"))  # B T F
-    return Projection(c.embed_dim, ("mlp", "embed"), c.quant, False, dt, pdt, name="down_proj")(h)
+    return proj(c.embed_dim, ("mlp", "embed"), "down_proj")(h)

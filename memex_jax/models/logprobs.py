@@ -15,13 +15,13 @@ from memex_jax.models.config import ModelConfig
 Array = jax.Array
 
 
-def chunked_logprobs(hidden: Array, kernel: Array, targets: Array, temperature: float = 1.0,
+def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, temperature: float = 1.0,
                      chunk_size: int = 512) -> tuple[Array, Array]:
-  """log_softmax(hidden @ kernel / temperature)[targets] and the entropy, chunk by chunk.
+  """log_softmax(hidden @ head / temperature)[targets] and the entropy, chunk by chunk.
 
   Args:
     hidden: [B T D] final hidden states.
-    kernel: [D V] LM head.
+    head: the LM head as `transformer.head_kernel` gives it.
     targets: [B T] int32 ids whose log-probabilities are wanted.
     temperature: logits are divided by it (the sampler uses the same definition).
     chunk_size: tokens of T per chunk; T is padded up to a multiple of it.
@@ -40,7 +40,7 @@ def chunked_logprobs(hidden: Array, kernel: Array, targets: Array, temperature: 
 
   @jax.checkpoint
   def one_chunk(h, y):
-    logits = transformer.logits_from_hidden(h, kernel) / temperature  # B C V
+    logits = transformer.logits_from_hidden(h, head) / temperature  # B C V
     logp = jax.nn.log_softmax(logits, axis=-1)
     chosen = jnp.take_along_axis(logp, y[..., None], axis=-1)[..., 0]
     entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
@@ -63,8 +63,8 @@ def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: 
   model = transformer.Transformer(cfg)
   hidden, _ = model.apply({"params": params}, tokens, positions, segment_ids=segment_ids,
                           return_hidden=True)  # B T D
-  kernel = transformer.head_kernel(params, cfg)
-  logp, entropy = chunked_logprobs(hidden[:, :-1], kernel, tokens[:, 1:], temperature,
+  head = transformer.head_kernel(params, cfg)
+  logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature,
                                    chunk_size)  # B T-1
   starts = jnp.zeros(tokens.shape, bool).at[:, 0].set(True)
   if segment_ids is not None:

@@ -19,6 +19,9 @@ from memex_jax.models.config import ModelConfig
 
 Array = jax.Array
 KVCache = dict[str, Array]  # {'k': [L B S K Dh], 'v': [L B S K Dh]}
+_REMAT_POLICIES = {"nothing": jax.checkpoint_policies.nothing_saveable,
+                   "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+LMHead = tuple[Array, int]  # (matrix, its embed axis): ([V D], 1) tied or ([D V], 0)
 
 
 def init_cache(cfg: ModelConfig, batch: int, length: int, dtype: str | None = None) -> KVCache:
@@ -63,16 +66,23 @@ class DecoderLayer(nn.Module):
     return nn.with_logical_constraint(x, ("batch", "length", "embed")), cache
 
 
-def head_kernel(params: dict, cfg: ModelConfig) -> Array:
-  """The LM head as a [D V] matrix (the embedding's transpose when tied)."""
+def head_kernel(params: dict, cfg: ModelConfig) -> LMHead:
+  """The LM head in its stored layout: the embedding [V D] when tied, else the kernel [D V]."""
   if cfg.tie_embeddings:
-    return params["embed"]["embedding"].T
-  return params["lm_head"]["kernel"]
+    return params["embed"]["embedding"], 1
+  return params["lm_head"]["kernel"], 0
 
 
-def logits_from_hidden(hidden: Array, kernel: Array) -> Array:
-  """hidden [.. D] @ kernel [D V] -> float32 logits [.. V]."""
-  return jnp.dot(hidden, kernel.astype(hidden.dtype), preferred_element_type=jnp.float32)
+def logits_from_hidden(hidden: Array, head: LMHead) -> Array:
+  """hidden [.. D] x the head (contracted over its embed axis) -> float32 logits [.. V].
+
+  The tied head is contracted as [V D]: written as `embedding.T @`, XLA on CPU materializes
+  the transpose, a copy of the whole V x D matrix at every decode step.
+  """
+  kernel, embed_axis = head
+  return jax.lax.dot_general(hidden, kernel.astype(hidden.dtype),
+                             (((hidden.ndim - 1,), (embed_axis,)), ((), ())),
+                             preferred_element_type=jnp.float32)
 
 
 class Transformer(nn.Module):
@@ -97,8 +107,7 @@ class Transformer(nn.Module):
 
     layer = DecoderLayer
     if c.remat:
-      layer = nn.remat(layer, prevent_cse=False,
-                       policy=jax.checkpoint_policies.nothing_saveable)
+      layer = nn.remat(layer, prevent_cse=False, policy=_REMAT_POLICIES[c.remat_saves])
     scanned = nn.scan(
         layer, variable_axes={"params": 0}, split_rngs={"params": True},
         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast,
@@ -111,7 +120,7 @@ class Transformer(nn.Module):
     if return_hidden:
       return x, new_cache
     if c.tie_embeddings:
-      logits = logits_from_hidden(x, embed.embedding.T)
+      logits = logits_from_hidden(x, (embed.embedding, 1))
     else:
       logits = nn.Dense(c.vocab_size, use_bias=False, dtype=dt, param_dtype=pdt, name="lm_head",
                         dot_general=functools.partial(jax.lax.dot_general,

@@ -37,23 +37,33 @@ jax.tree_util.register_dataclass(DecodeOutput,
                                  meta_fields=[])
 
 
-def sample_token(logits: Array, rng: Array, temperature: Array,
-                 top_p: Array) -> tuple[Array, Array]:
-  """logits [B V] -> (ids [B], logprobs [B]); temperature <= 0 means greedy.
-
-  The returned logprob is log_softmax(logits / T)[id] before the top-p cut (T = 1 when greedy),
-  the same definition the learner uses.
-  """
-  greedy = temperature <= 0
-  t = jnp.where(greedy, 1.0, temperature)
-  logp = jax.nn.log_softmax(logits.astype(jnp.float32) / t, axis=-1)  # B V
+def _nucleus(logp: Array, top_p: Array) -> Array:
+  """logp [B V] with every id outside the top-p mass set to -inf (one full-vocab sort)."""
   order = jnp.argsort(-logp, axis=-1)
   sorted_logp = jnp.take_along_axis(logp, order, axis=-1)
   mass_before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
   keep_sorted = mass_before < top_p  # always keeps the top token
   keep = jnp.zeros_like(keep_sorted).at[jnp.arange(logp.shape[0])[:, None], order].set(keep_sorted)
-  sampled = jax.random.categorical(rng, jnp.where(keep, logp, -jnp.inf), axis=-1)
-  ids = jnp.where(greedy, jnp.argmax(logp, axis=-1), sampled).astype(jnp.int32)
+  return jnp.where(keep, logp, -jnp.inf)
+
+
+def sample_token(logits: Array, rng: Array, temperature: Array,
+                 top_p: Array) -> tuple[Array, Array]:
+  """logits [B V] -> (ids [B], logprobs [B]); temperature <= 0 means greedy.
+
+  The returned logprob is log_softmax(logits / T)[id] before the top-p cut (T = 1 when greedy),
+  the same definition the learner uses. The sort of the top-p cut runs only when top_p < 1 and
+  the random draw only when sampling: both are per-step full-vocab work.
+  """
+  greedy = temperature <= 0
+  t = jnp.where(greedy, 1.0, temperature)
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32) / t, axis=-1)  # B V
+
+  def draw(logp):
+    allowed = jax.lax.cond(top_p < 1, _nucleus, lambda x, _: x, logp, top_p)
+    return jax.random.categorical(rng, allowed, axis=-1)
+
+  ids = jax.lax.cond(greedy, lambda x: jnp.argmax(x, axis=-1), draw, logp).astype(jnp.int32)
   return ids, jnp.take_along_axis(logp, ids[:, None], axis=-1)[:, 0]
 
 
@@ -81,8 +91,8 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
   positions = start[:, None] + jnp.arange(p, dtype=jnp.int32)[None]  # B P
   hidden, cache = model.apply({"params": params}, prompt, positions, cache, return_hidden=True)
   last = jnp.take_along_axis(hidden, jnp.maximum(prompt_length - 1, 0)[:, None, None], axis=1)[:, 0]
-  kernel = transformer.head_kernel(params, cfg)
-  logits = transformer.logits_from_hidden(last, kernel)  # B V
+  head = transformer.head_kernel(params, cfg)
+  logits = transformer.logits_from_hidden(last, head)  # B V
 
   state = dict(
       cache=cache, logits=logits, rng=rng,
@@ -112,7 +122,7 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
     def feed(cache):
       out, cache = model.apply({"params": params}, ids[:, None], s["position"][:, None], cache,
                                return_hidden=True)
-      return transformer.logits_from_hidden(out[:, 0], kernel), cache
+      return transformer.logits_from_hidden(out[:, 0], head), cache
 
     logits, cache = jax.lax.cond(jnp.all(done), lambda c: (s["logits"], c), feed, s["cache"])
     return dict(cache=cache, logits=logits, rng=rng, position=s["position"] + fed, done=done,

@@ -96,3 +96,22 @@ def test_config_rejects_unknown_family_and_bad_heads():
     config_lib.tiny("llama").replace(family="gpt9")
   with pytest.raises(ValueError, match="num_kv_heads"):
     config_lib.tiny("llama", num_heads=3, num_kv_heads=2)
+
+
+def test_remat_policies_give_the_same_gradients():
+  cfg = config_lib.tiny("qwen2")
+  _, params = _init(cfg)
+  tokens = jax.random.randint(jax.random.PRNGKey(3), (2, 8), 0, cfg.vocab_size)
+
+  def grads(c):
+    def loss(p):
+      logits, _ = transformer.Transformer(c).apply({"params": p}, tokens, _positions(2, 8))
+      return jnp.mean(jax.nn.logsumexp(logits, -1))
+    return jax.jit(jax.grad(loss))(params)
+
+  plain = grads(cfg)
+  for saves in config_lib.REMAT_SAVES:
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), plain,
+                 grads(cfg.replace(remat=True, remat_saves=saves)))
+  with pytest.raises(ValueError, match="remat_saves='everything'"):
+    cfg.replace(remat_saves="everything")

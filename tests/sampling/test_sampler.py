@@ -30,14 +30,7 @@ def _sampler(smollm2, tokenizer, **kw):
 def test_greedy_matches_transformers(smollm2, smollm2_tokenizer):
   torch = pytest.importorskip("torch")
   from memex_jax.models import hf_io  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  cfg, params = smollm2
-  hf_config = transformers.AutoConfig.for_model(**hf_io.config_to_hf(cfg))
-  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-  state = {k: torch.from_numpy(np.ascontiguousarray(v))
-           for k, v in hf_io.tensors_from_params(cfg, params).items()}
-  model.load_state_dict(state, strict=False)
-  model.tie_weights()
+  model = hf_io.torch_model(*smollm2)
   ids = smollm2_tokenizer.encode(PROMPT)
   with torch.no_grad():
     ref = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False,
@@ -93,7 +86,9 @@ def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
 
 def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
-  serving = quant.to_int4_serving(params)
+  # Group 32 would reproduce SmolLM2's own Q4_1 weights; 64 makes quantization act.
+  cfg = cfg.replace(int4_group=64)
+  serving = quant.to_int4_serving(params, group=64)
   sampler = sampler_lib.Sampler(cfg.replace(quant="int4_serve"), serving, smollm2_tokenizer,
                                 sampler_lib.SamplerConfig(num_slots=1, cache_length=128,
                                                           temperature=1.0, new_tokens_bucket=16))

@@ -1,0 +1,230 @@
+"""JAX vs PyTorch + transformers on the CPU, side by side on SmolLM2-135M-Instruct's real weights.
+
+  python -m bench.cpu_vs_torch                      # every row, three interleaved runs
+  python -m bench.cpu_vs_torch --rows decode_b1 prefill_512 --runs 1
+
+Both sides run in this one process on the same float32 weights (dequantized from the GGUF).
+Within a run the JAX and torch measurements of a row alternate (A B A B ..), so a neighbour's
+load on a shared machine hits both; a path's figure is the median over `--rounds` alternations
+of the median of `--repeats` calls, after one warm-up call (compilation included) at build
+time. Rows:
+  decode_b{1,8}: greedy, `--prompt` ids then `--new_tokens` sampled ids per row, tokens/s with
+    the prefill included (torch: `generate`). The JAX int4 serving form is timed beside them.
+  prefill_{512,2048}: one forward filling the KV cache, last position's logits; tokens/s.
+  train_b4x512: forward + backward + AdamW on the next-token loss; seconds per step (JAX with
+    remat, saving what `--remat_saves` says).
+The decode roofline is weight bytes per step over a measured memory-copy bandwidth: every
+decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s. Prefill and
+the train step are bounded by compute instead: their model FLOPs over a measured float32 matmul
+peak (the same for both frameworks, as both run float32 on the same cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from bench import report
+from bench import sampler as sampler_bench
+from bench import torch_reference
+from bench import train_step as train_bench
+from memex_jax import flops
+from memex_jax.models import gguf_io
+from memex_jax.models import hf_io
+from memex_jax.models import quant
+from memex_jax.models import transformer
+from memex_jax.models.config import ModelConfig
+from memex_jax.models.pretrained import smollm2_gguf_path
+
+ROWS = ("decode_b1", "decode_b8", "prefill_512", "prefill_2048", "train_b4x512")
+TARGET_RATIO = 1.5
+
+
+def memcpy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+  """Bytes/s moved by a large numpy copy (read + write), median of `repeats`."""
+  src = np.ones(megabytes * 2**20 // 4, np.float32)
+  dst = np.empty_like(src)
+  times = []
+  for _ in range(repeats + 1):
+    start = time.perf_counter()
+    np.copyto(dst, src)
+    times.append(time.perf_counter() - start)
+  return 2 * src.nbytes / statistics.median(times[1:])
+
+
+def tree_bytes(tree: Any) -> int:
+  """Storage bytes of a param tree."""
+  return sum(x.nbytes for x in jax.tree.leaves(tree))
+
+
+def _prefill_call(cfg: ModelConfig, params: dict, prompt: jax.Array) -> Callable[[], jax.Array]:
+  """Forward over prompt [B P] into a fresh cache; last position's float32 logits [B V]."""
+  b, p = prompt.shape
+
+  @jax.jit
+  def prefill(params, prompt):
+    positions = jnp.broadcast_to(jnp.arange(p, dtype=jnp.int32), (b, p))
+    hidden, cache = transformer.Transformer(cfg).apply(
+        {"params": params}, prompt, positions, transformer.init_cache(cfg, b, p),
+        return_hidden=True)
+    head = transformer.head_kernel(params, cfg)
+    return transformer.logits_from_hidden(hidden[:, -1], head), cache
+
+  return lambda: prefill(params, prompt)[0]
+
+
+def _seconds(fn: Callable[[], Any], repeats: int) -> float:
+  """Median wall seconds of `repeats` calls of an already warm `fn`."""
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    _block(fn())
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def _block(out: Any) -> Any:
+  """Waits for a result of either framework (torch runs eagerly, so it is already there)."""
+  return out if isinstance(out, torch.Tensor) else jax.block_until_ready(out)
+
+
+class SideBySide:
+  """Builds each row's JAX and torch calls once; `measure` times one run of the chosen rows."""
+
+  def __init__(self, args: argparse.Namespace):
+    self.args = args
+    self.cfg, params = gguf_io.load_gguf(smollm2_gguf_path())
+    self.int4_cfg = self.cfg.replace(quant="int4_serve")
+    self.params = jax.device_put(params)
+    self.int4_params = jax.jit(quant.to_int4_serving)(self.params)
+    self.torch_model = hf_io.torch_model(self.cfg, params)
+    self.rng = np.random.default_rng(0)
+    self.calls: dict[str, dict[str, Callable[[], Any]]] = {}
+    for row in args.rows:
+      self.calls[row] = self._build(row, params)
+      for fn in self.calls[row].values():
+        _block(fn())  # compile (JAX) and warm up once, outside every timing
+
+  def _ids(self, *shape: int) -> np.ndarray:
+    return self.rng.integers(0, self.cfg.vocab_size, shape, dtype=np.int32)
+
+  def _build(self, row: str, host_params: Any) -> dict[str, Callable[[], Any]]:
+    a = self.args
+    if row.startswith("decode_b"):
+      prompt = self._ids(int(row.removeprefix("decode_b")), a.prompt)
+      return {
+          "jax": sampler_bench.generate_call(self.cfg, self.params, jnp.asarray(prompt),
+                                             a.new_tokens, 0.0),
+          "jax_int4": sampler_bench.generate_call(self.int4_cfg, self.int4_params,
+                                                  jnp.asarray(prompt), a.new_tokens, 0.0),
+          "torch": torch_reference.decode(self.torch_model, prompt, a.new_tokens)}
+    if row.startswith("prefill_"):
+      prompt = self._ids(1, int(row.removeprefix("prefill_")))
+      return {"jax": _prefill_call(self.cfg, self.params, jnp.asarray(prompt)),
+              "torch": torch_reference.prefill(self.torch_model, prompt)}
+    tokens = self._ids(4, 512)
+    # The torch step updates its weights in place: it gets its own copy of the model.
+    cfg = self.cfg.replace(remat=True, remat_saves=a.remat_saves)
+    return {"jax": train_bench.step_call(cfg, self.params,
+                                         jnp.asarray(tokens), a.chunk),
+            "torch": torch_reference.train_step(
+                hf_io.torch_model(self.cfg, host_params), tokens)}
+
+  def measure(self) -> dict[str, dict[str, float]]:
+    """Seconds per call of every path of every row, the paths alternating within a row."""
+    out = {}
+    for row, calls in self.calls.items():
+      times: dict[str, list[float]] = {name: [] for name in calls}
+      for _ in range(self.args.rounds):
+        for name, fn in calls.items():
+          times[name].append(_seconds(fn, self.args.repeats))
+      out[row] = {name: statistics.median(t) for name, t in times.items()}
+    return out
+
+
+def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace, cfg: ModelConfig,
+               ceilings: dict[str, float]) -> dict[str, Any]:
+  """One row's speeds, its JAX/torch ratio and each path's fraction of its ceiling.
+
+  Speeds are tokens/s (seconds per step for training); the ceiling is the memory roofline for
+  decode and the float32 matmul peak otherwise.
+  """
+  rec: dict[str, Any] = {"row": row}
+  if row == "train_b4x512":
+    rec.update({f"{k}_s_per_step": v for k, v in seconds.items()})
+    rec["ratio"] = seconds["torch"] / seconds["jax"]
+    step_flops = flops.train_flops_per_token(cfg, 512) * 4 * 512
+    rec.update({f"{k}_peak_frac": step_flops / v / ceilings["peak_flops"]
+                for k, v in seconds.items()})
+    return rec
+  if row.startswith("decode_b"):
+    work = int(row.removeprefix("decode_b")) * args.new_tokens
+  else:
+    work = int(row.removeprefix("prefill_"))
+  speeds = {k: work / v for k, v in seconds.items()}
+  rec.update({f"{k}_tok_s": v for k, v in speeds.items()})
+  rec["ratio"] = speeds["jax"] / speeds["torch"]
+  if "jax_int4" in speeds:
+    rec["int4_ratio"] = speeds["jax_int4"] / speeds["torch"]
+    rec["int4_over_float"] = speeds["jax_int4"] / speeds["jax"]
+  for k, v in speeds.items():
+    if row.startswith("decode_b"):
+      batch = int(row.removeprefix("decode_b"))
+      weight_bytes = ceilings["int4_bytes" if k == "jax_int4" else "float_bytes"]
+      rec[f"{k}_roofline_frac"] = v / (batch * ceilings["bandwidth"] / weight_bytes)
+    else:  # the forward third of the training FLOPs
+      rec[f"{k}_peak_frac"] = v * flops.train_flops_per_token(cfg, work) / 3 / ceilings[
+          "peak_flops"]
+  return rec
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
+  parser.add_argument("--runs", type=int, default=3, help="interleaved runs, each reported")
+  parser.add_argument("--rounds", type=int, default=2, help="A B alternations per row and run")
+  parser.add_argument("--repeats", type=int, default=1, help="timed calls per measurement")
+  parser.add_argument("--prompt", type=int, default=32)
+  parser.add_argument("--new_tokens", type=int, default=64)
+  parser.add_argument("--chunk", type=int, default=512, help="JAX loss chunk in tokens")
+  parser.add_argument("--remat_saves", default="dots", help="JAX train step's remat policy")
+  parser.add_argument("--out", default="bench/results/cpu_vs_torch.json")
+  args = parser.parse_args()
+
+  bench = SideBySide(args)
+  ceilings = {"bandwidth": memcpy_bandwidth(), "float_bytes": tree_bytes(bench.params),
+              "int4_bytes": tree_bytes(bench.int4_params),
+              "peak_flops": flops.matmul_peak_flops("float32", 2048)}
+  print(f"memcpy bandwidth {ceilings['bandwidth'] / 1e9:.2f} GB/s; weight bytes per decode step: "
+        f"float {ceilings['float_bytes'] / 1e6:.0f} MB, int4 {ceilings['int4_bytes'] / 1e6:.0f} "
+        f"MB; float32 matmul peak {ceilings['peak_flops'] / 1e9:.0f} GFLOP/s; torch threads "
+        f"{torch.get_num_threads()}")
+  runs = []
+  for run in range(args.runs):
+    rows = [row_record(row, sec, args, bench.cfg, ceilings)
+            for row, sec in bench.measure().items()]
+    columns = dict.fromkeys(k for r in rows for k in r)  # rows measure different things
+    report.print_table(f"run {run + 1}/{args.runs}: JAX vs torch (ratio >= {TARGET_RATIO} wanted)",
+                       [{k: r.get(k) for k in columns} for r in rows])
+    runs.append(rows)
+  summary = []
+  for i, row in enumerate(args.rows):
+    for key in ("ratio", "int4_ratio", "int4_over_float"):
+      if key in runs[0][i]:
+        values = [r[i][key] for r in runs]
+        summary.append({"row": row, "measure": key, "median": statistics.median(values),
+                        "runs": " ".join(f"{x:.2f}" for x in values)})
+  report.print_table("medians over runs", summary)
+  report.write_json(args.out, {"args": vars(args), "ceilings": ceilings, "runs": runs,
+                               "summary": summary})
+
+
+if __name__ == "__main__":
+  main()
