@@ -118,12 +118,12 @@ def test_agent_loop_drives_the_real_sampler(smollm2, smollm2_tokenizer):
     assert t.metrics.steps == 3 or t.metrics.finish_reason != "max_steps"
     assert t.metrics.generated_tokens > 0
     assert 0.0 <= t.metrics.p_format <= 1.0 and 0 <= t.metrics.num_malformed <= t.metrics.steps
-    for seg in t.segments:
+    for seg in t.samples:
       sampled = seg.loss_mask.astype(bool)
       assert sampled.any() and np.all(seg.rollout_logprobs[sampled] <= 0)
       assert np.all(seg.rollout_logprobs[~sampled] == 0)
   # Token-in-token-out: the segment is the model's own ids; teacher forcing reproduces logprobs.
-  seg = trajectories[0].segments[0]
+  seg = trajectories[0].samples[0]
   ref = _teacher_forced(cfg, params, seg.token_ids.tolist())
   mask = seg.loss_mask.astype(bool)
   np.testing.assert_allclose(seg.rollout_logprobs[mask], ref[mask], atol=2e-4, rtol=2e-4)
