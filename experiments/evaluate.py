@@ -26,9 +26,7 @@ import tqdm
 from memex_jax import parallel
 from memex_jax import runs
 from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, records, run_episodes
-from memex_jax.envs.alfworld import env as alfworld_env
-from memex_jax.envs.alfworld import generate
-from memex_jax.envs.alfworld.instructions import INSTRUCTIONS
+from memex_jax.envs import families
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.models.policy import load_policy, serving_view
 from memex_jax.runs import plots
@@ -38,11 +36,11 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/e
 
 
 def evaluate(c: Any, sampler: Sampler, renderer: ChatRenderer, pool: Any, games: list[str],
-             regime: str, path: pathlib.Path) -> list[dict[str, Any]]:
+             regime: str, path: pathlib.Path, instructions: str) -> list[dict[str, Any]]:
   """The records of `games` under one memory regime, read from `path` where already played,
-  played (and appended to `path`) chunk by chunk otherwise."""
+  played (and appended to `path`) chunk by chunk otherwise; the agent is told `instructions`."""
   agent_cfg = runs.from_section(AgentConfig, c.agent, "config.agent", mode=regime,
-                                env_instructions=INSTRUCTIONS)
+                                env_instructions=instructions)
   done = {r["index"]: r for r in records.read_records(path)}
   at_once = sampler.config.num_slots
   episodes = tqdm.tqdm(total=len(games), desc=f"{path.stem} episodes", initial=len(done))
@@ -96,14 +94,17 @@ def main(argv) -> None:
   print(f"decoding {slots} episodes at a time on a {dict(mesh.shape)} mesh")
   renderer = runs.from_section(ChatRenderer, c.chat, "config.chat", tokenizer=tokenizer)
   rows, results = [], {}
-  pool = runs.from_section(alfworld_env.make_pool, c.env, "config.env", num_workers=slots)
+  family, pool_options = runs.from_section(families.select, c.env, "config.env")
+  sizes = {split: runs.from_section(family.split_size, {}, "config.splits", split=split)
+           for split in c.splits}  # checked before any engine starts
+  pool = runs.from_section(family.make_pool, pool_options, "config.env", num_workers=slots)
   try:
     for split in c.splits:
-      num = generate.OFFICIAL_SIZES[split] if c.num_games < 0 else c.num_games
-      games = runs.from_section(generate.games_for, c.games, "config.games", split=split, num=num)
+      num = sizes[split] if c.num_games < 0 else c.num_games
+      games = runs.from_section(family.tasks, c.games, "config.games", split=split, num=num)
       for regime in c.regimes:
         played = evaluate(c, sampler, renderer, pool, games, regime,
-                          out / "trajectories" / f"{split}_{regime}.jsonl")
+                          out / "trajectories" / f"{split}_{regime}.jsonl", family.instructions)
         summary = records.summarize([r["metrics"] for r in played])
         results[f"{split}/{regime}"] = summary
         rows.append({"label": f"{split}\n{regime}", **summary})

@@ -1,10 +1,10 @@
-r"""MemexRL: segmented GRPO with PPO clipping, TIS and KL on ALFWorld (harder variant).
+r"""MemexRL: segmented GRPO with PPO clipping, TIS and KL on ALFWorld (harder variant) or AppWorld.
 
   python -m experiments.memex_grpo --config experiments/configs/memex_grpo.py \
-      --config.workdir=/tmp/memex_grpo [--config.num_iterations=N]
+      --config.workdir=/tmp/memex_grpo [--config.num_iterations=N] [--config.env.name=appworld]
 
 One iteration, as `iteration` reads: B games x G rollouts through the agent loop (JAX sampler,
-persistent KV slots, ALFWorld engines in worker processes; Eq. 1 rewards at each episode's end)
+persistent KV slots, the family's engines in worker processes; Eq. 1 rewards at each episode's end)
 -> GRPO advantages per group, inherited by every segment -> every segment packed into as many
 [rows, seq] minibatches as it needs -> old and reference logprobs -> PPO epochs -> metrics,
 checkpoint, plots. A killed run resumes from its last complete checkpoint and replays the same
@@ -29,9 +29,7 @@ from memex_jax import parallel
 from memex_jax import rl
 from memex_jax import runs
 from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, records, run_episodes
-from memex_jax.envs.alfworld import env as alfworld_env
-from memex_jax.envs.alfworld import generate
-from memex_jax.envs.alfworld.instructions import INSTRUCTIONS
+from memex_jax.envs import families
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.models.policy import load_policy, serving_view
 from memex_jax.runs import flops
@@ -62,8 +60,9 @@ def main(argv) -> None:
                                temperature=c.sampler.temperature)
   estimate_advantages = runs.from_section(rl.advantage_fn, c.advantage, "config.advantage")
   optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim")
+  family, pool_options = runs.from_section(families.select, c.env, "config.env")
   agent_cfg = runs.from_section(AgentConfig, c.agent, "config.agent",
-                                env_instructions=INSTRUCTIONS)
+                                env_instructions=family.instructions)
   renderer = runs.from_section(ChatRenderer, c.chat, "config.chat", tokenizer=tokenizer)
 
   training = runs.sharded_training(
@@ -87,7 +86,7 @@ def main(argv) -> None:
     state, first_iteration = restored.state, int(restored.host["iteration"])
     print(f"resuming at iteration {first_iteration} from checkpoint {restored.step}")
 
-  games = runs.from_section(generate.games_for, c.games, "config.games")
+  games = runs.from_section(family.tasks, c.games, "config.games")
   order = np.random.default_rng(c.seed).permutation(len(games))
   num_rollouts = c.rollout.prompts_per_iteration * c.rollout.group_size
   # Rollouts decode data-parallel on the training mesh.
@@ -99,7 +98,8 @@ def main(argv) -> None:
     sampler.rng = runs.key_from_json(restored.host["sampler_rng"])
   peak = flops.matmul_peak_flops(model_cfg.dtype, 1024)
 
-  pool = runs.from_section(alfworld_env.make_pool, c.env, "config.env", num_workers=num_rollouts)
+  pool = runs.from_section(family.make_pool, pool_options, "config.env",
+                           num_workers=num_rollouts)
   try:
     for it in tqdm.trange(first_iteration, c.num_iterations, desc="memex_grpo",
                           initial=first_iteration, total=c.num_iterations):

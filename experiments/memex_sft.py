@@ -3,8 +3,8 @@ r"""SFT warm start: next-token loss on the assistant tokens of Memex-format expe
   python -m experiments.memex_sft --config experiments/configs/memex_sft.py \
       --config.workdir=/tmp/memex_sft
 
-Generates ALFWorld games and demonstrations when missing, packs every demonstration segment of
-an epoch into [rows, seq_len] minibatches (truncations counted), steps through them in order,
+Generates the tasks (`config.env.name`: ALFWorld games or AppWorld tasks) and demonstrations
+when missing, packs every demonstration segment of an epoch into [rows, seq_len] minibatches (truncations counted), steps through them in order,
 epoch after epoch, until `num_steps` or the smoothed loss reaches `target_loss`, and exports
 params that memex_grpo can start from. Checkpoints every `checkpoint.every` steps and at the end;
 a killed run resumes from its last complete checkpoint with the minibatches it would have taken
@@ -28,10 +28,11 @@ import tqdm
 from memex_jax import demos
 from memex_jax import rl
 from memex_jax import runs
-from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.agent.presets import smollm2_alfworld, smollm2_appworld
+from memex_jax.demos import appworld as appworld_demos
 from memex_jax.demos import dataset as demo_dataset
 from memex_jax.demos import search_prior
-from memex_jax.envs.alfworld import generate
+from memex_jax.envs import families
 from memex_jax.models.policy import load_policy
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/memex_sft.py")
@@ -102,17 +103,32 @@ def demonstration_epoch(folder: str, seed: int, rows: int, seq_len: int) -> Epoc
   return Epoch(batch, rows, tuple(truncated), len(samples))
 
 
+def alfworld_demonstrations(c: Any, games: list[str]) -> demos.DemonstrationConfig:
+  agent = runs.from_section(smollm2_alfworld, c.demos.agent, "config.demos.agent")
+  # The expert searches in the order of a prior estimated from these (training) games only.
+  return demos.DemonstrationConfig(agent=agent, prior=search_prior.estimate(games))
+
+
+def appworld_demonstrations(c: Any, tasks: list[str]) -> appworld_demos.DemonstrationConfig:
+  del tasks  # the expert replays each task's reference solution
+  agent = runs.from_section(smollm2_appworld, c.demos.agent, "config.demos.agent")
+  return appworld_demos.DemonstrationConfig(agent=agent)
+
+
+# family -> its expert's settings: the SmolLM2 preset of the family with `config.demos.agent`.
+DEMONSTRATIONS = {"alfworld": alfworld_demonstrations, "appworld": appworld_demonstrations}
+
+
 def demonstrations_dir(c: Any) -> str:
   """The demonstrations folder, written first when it has no summary."""
   demo_dir = c.demos.dir or os.path.join(c.workdir, "demonstrations")
   if os.path.exists(os.path.join(demo_dir, demo_dataset.SUMMARY)):
     return demo_dir
-  agent = runs.from_section(smollm2_alfworld, c.demos.agent, "config.demos.agent")
-  games = runs.from_section(generate.games_for, c.games, "config.games")
-  # The expert searches in the order of a prior estimated from these (training) games only.
-  config = demos.DemonstrationConfig(agent=agent, prior=search_prior.estimate(games))
-  summary = demo_dataset.write_demonstrations(games, demo_dir, c.demos.num, c.seed,
-                                              workers=c.games.workers, config=config)
+  family, _ = runs.from_section(families.select, c.env, "config.env")
+  games = runs.from_section(family.tasks, c.games, "config.games")
+  summary = demo_dataset.write_demonstrations(
+      games, demo_dir, c.demos.num, c.seed, workers=c.games.workers,
+      config=DEMONSTRATIONS[family.name](c, games), family=family.name)
   print(f"demonstrations: {summary['demonstrations']} written, {summary['failed']} failed; "
         f"{summary['share_crossing_threshold']:.0%} cross the threshold, "
         f"{summary['share_with_used_read']:.0%} use a ReadExperience")

@@ -6,7 +6,8 @@ r"""Greedy evaluation on the valid_seen (140) and valid_unseen (134) ALFWorld sp
 Each memory regime (Memex, full context with hard truncation, summary-only) runs the same
 checkpoint on the same games with fixed seeds; results are a table, JSON and a PNG, and every
 episode's trajectory is written as it finishes (a stopped evaluation resumes where it stopped).
-`--config.checkpoint=''` evaluates the packaged SmolLM2 weights.
+`--config.checkpoint=''` evaluates the packaged SmolLM2 weights. On AppWorld:
+`--config.env.name=appworld --config.splits="('test_normal','test_challenge')"`.
 """
 
 import ml_collections
@@ -25,7 +26,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env = train.env
   c.agent = train.agent
   c.chat = train.chat
-  c.splits = ("valid_seen", "valid_unseen")
+  c.splits = ("valid_seen", "valid_unseen")  # ALFWorld's; AppWorld: test_normal, test_challenge
   c.num_games = -1  # -1 = the whole split (140 / 134); smaller for a quick look
   c.regimes = ("memex", "full_context", "summary_only")
   c.batch_episodes = 16 if arg == "gpu" else 4  # episodes decoded at once (rounded up to the mesh)

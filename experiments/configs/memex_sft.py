@@ -1,4 +1,4 @@
-r"""SFT warm start on expert ALFWorld demonstrations written in the Memex format.
+r"""SFT warm start on expert ALFWorld (or AppWorld) demonstrations written in the Memex format.
 
 CPU default (a few steps, to check the pipeline end to end):
 
@@ -9,6 +9,8 @@ GPU (train until the loss reaches `target_loss`):
 
   python -m experiments.memex_sft --config experiments/configs/memex_sft.py:gpu \
       --config.workdir=/tmp/memex_sft_gpu
+
+AppWorld: `--config.env.name=appworld` (its expert replays each task's reference solution).
 
 Then start RL from it: `--config.init_checkpoint=/tmp/memex_sft_gpu/params` on memex_grpo.
 """
@@ -26,12 +28,14 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.workdir = "/tmp/memex_sft"
   c.seed = 0
   c.model = rl.model
+  c.env = ml_collections.ConfigDict()
+  c.env.name = rl.env.name  # the environment family (`memex_jax.envs.families`)
   c.games = rl.games
   c.games.num = 512 if gpu else 4
   c.demos = ml_collections.ConfigDict()
   c.demos.num = 1024 if gpu else 4
   c.demos.dir = ""  # "" = <workdir>/demonstrations, written if missing
-  c.demos.agent = ml_collections.ConfigDict()  # overrides of the SmolLM2 ALFWorld agent preset
+  c.demos.agent = ml_collections.ConfigDict()  # overrides of the family's SmolLM2 agent preset
   c.demos.agent.context_window = 8192
   c.demos.agent.threshold = 2048
   # One step's [rows, seq_len] minibatch; an epoch packs every demonstration segment.

@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
-from typing import Any
+from typing import Any, Callable
 
-import numpy as np
-
-from memex_jax.agent import (ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, parse_turn,
-                             run_episodes, tool_response_body)
+from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
+from memex_jax.demos import memory_stats
 from memex_jax.demos.alfworld_expert import (DemonstrationConfig, Demonstrator, kind_of,
                                              seen_items)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
 from memex_jax.envs.alfworld.instructions import THING_ID
-from memex_jax.memory import COMPRESS, READ, parse_status
 
 __all__ = [
-    "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "expert_solution",
-    "make_demonstration", "planner_walkthrough", "read_walkthrough",
+    "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
+    "expert_solution", "make_demonstration", "planner_walkthrough", "read_walkthrough",
+    "task_type",
 ]
 
 
@@ -114,6 +113,18 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   return trajectory
 
 
+def demonstrator(config: DemonstrationConfig,
+                 renderer: ChatRenderer) -> tuple[AlfWorldEnv, Callable[[str, int], Trajectory]]:
+  """(this process's engine, `demonstrate(game, seed)` on it): what `demos.dataset` plays."""
+  env = AlfWorldEnv(config.env)
+  return env, lambda game, seed: make_demonstration(game, renderer, config, seed, env)
+
+
+def task_type(game: str) -> str:
+  """A game's task type, from its folder (`<type>-<objects>-.../trial_...`)."""
+  return os.path.basename(os.path.dirname(os.path.abspath(game))).split("-")[0]
+
+
 def _ids(text: str) -> set[str]:
   return set(THING_ID.findall(text))
 
@@ -138,37 +149,7 @@ def empty_searches(executed: list[tuple[str, str]]) -> int:
 
 
 def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
-  """Memory use read off the stored messages: compressions, block kinds, reads that paid off;
-  and the search: receptacles found empty before the first needed thing was seen.
-
-  A read pays off when a later action of the same segment names an id that the read brought
-  back and the working context did not show before it.
-  """
-  stats = {"crossed_threshold": False, "anchor_blocks": 0, "explicit_blocks": 0,
-           "reads": 0, "reads_used": 0, "longest_turn": 0}
-  executed = []
-  for segment in trajectory.segments:
-    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.sample.loss_mask, 0])))[::2]
-    stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
-    working = list(segment.messages[2:])
-    seen, supplied = "", []
-    for position, message in enumerate(working):
-      status = parse_status(message.content)
-      stats["crossed_threshold"] |= bool(status and status.over)
-      call = parse_turn(message.content).call if message.role == "assistant" else None
-      if call and call.name == COMPRESS:
-        for block in call.arguments.get("db_blocks", []):
-          stats["explicit_blocks" if "db_content" in block else "anchor_blocks"] += 1
-      elif call and call.name == READ and position + 1 < len(working):
-        stats["reads"] += 1
-        response = tool_response_body(working[position + 1].content)
-        supplied.append(_ids(response or "") - _ids(seen))
-      elif call:
-        if call.name == "execute" and position + 1 < len(working):
-          executed.append((str(call.arguments.get("command", "")),
-                           tool_response_body(working[position + 1].content) or ""))
-        used = _ids(str(call.arguments.get("command", "")))
-        stats["reads_used"] += sum(bool(s & used) for s in supplied)
-        supplied = [s for s in supplied if not s & used]
-      seen += message.content
+  """Memory use (`memory_stats`, ids being the game's objects) and the search: receptacles
+  found empty before the first needed thing was seen."""
+  stats, executed = memory_stats.memory_stats(trajectory, _ids)
   return {**stats, "empty_searches": empty_searches(executed)}

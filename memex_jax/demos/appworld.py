@@ -9,26 +9,44 @@ what a policy trained on it would see.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from memex_jax.agent import (AgentConfig, ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory,
                              run_episodes, tool_response_body)
 from memex_jax.agent.presets import smollm2_appworld
 from memex_jax.agent.scripted import ScriptedTurn
+from memex_jax.demos import memory_stats
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.appworld import generate
-from memex_jax.envs.appworld.env import AppWorldEnv
+from memex_jax.envs.appworld.env import AppWorldConfig, AppWorldEnv
 from memex_jax.memory import COMPRESS, READ
 
 DOCS_INDEX = "api_docs"
-_API_CALL = re.compile(r"apis\.(\w+)\.(\w+)\(")
+_API_CALL = re.compile(r"apis\.(\w+)\.(\w+)\b")  # called, or passed on (to a pager)
 _SKIPPED_APPS = ("supervisor", "api_docs")  # described in the first observation
+# Every `name.name` pair, overlapping: `app.api` in the docs and in `apis.app.api` alike.
+_API_NAME = re.compile(r"(?=\b(\w+)\.(\w+)\b)")
+
+
+@dataclasses.dataclass(frozen=True)
+class DemonstrationConfig:
+  """How AppWorld demonstrations are played.
+
+  Attributes:
+    agent: the agent loop's settings (the SmolLM2 AppWorld preset by default).
+    env: the AppWorld env's options.
+  """
+
+  agent: AgentConfig = dataclasses.field(default_factory=smollm2_appworld)
+  env: AppWorldConfig = dataclasses.field(default_factory=AppWorldConfig)
 
 
 def solution_apis(solution: Sequence[str]) -> list[tuple[str, str]]:
-  """(app, api) of every app API the code calls, in first-use order, each app's login first."""
+  """(app, api) of every app API the code calls or passes on, in first-use order, each app's
+  login first."""
   seen: dict[tuple[str, str], None] = {}
   for cell in solution:
     for app, api in _API_CALL.findall(cell):
@@ -94,3 +112,22 @@ def make_demonstration(task: str, renderer: ChatRenderer, config: AgentConfig | 
     raise DemonstrationError(f"{task}: the demonstration ended with "
                              f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
   return trajectory
+
+
+def demonstrator(config: DemonstrationConfig,
+                 renderer: ChatRenderer) -> tuple[AppWorldEnv, Callable[[str, int], Trajectory]]:
+  """(this process's env, `demonstrate(task, seed)` on it): what `demos.dataset` plays. The
+  expert is deterministic, so the seed changes nothing."""
+  env = AppWorldEnv(config.env)
+  return env, lambda task, seed: make_demonstration(task, renderer, config.agent, env)
+
+
+def task_type(task: str) -> str:
+  return generate.read_json(task, "meta")["task_type"]
+
+
+def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
+  """Memory use (`memory_stats`, ids being the `app.api` names); the expert never searches."""
+  stats, _ = memory_stats.memory_stats(
+      trajectory, lambda text: {".".join(m) for m in _API_NAME.findall(text)})
+  return {**stats, "empty_searches": 0}

@@ -1,10 +1,12 @@
-r"""The SFT dataset of expert ALFWorld demonstrations: segment shards, trajectories, a summary.
+r"""The SFT dataset of expert demonstrations: segment shards, trajectories, a summary.
 
   python -m memex_jax.demos.dataset --games DIR --out DIR --num N --seed S [--prior JSON]
 
-Each worker process plays games with its own engine (`demos.alfworld.make_demonstration`); a
-game whose expert solution fails is reported in the summary, not written. `iter_sft_examples`
-reads the segments back as (token_ids, loss_mask) pairs for supervised fine-tuning.
+Each worker process plays tasks with its own engine and the expert of the task's family
+(`demos.alfworld` or `demos.appworld`: their `demonstrator`); a task whose expert solution
+fails is reported in the summary, not written. The command line writes ALFWorld's.
+`iter_sft_examples` reads the segments back as (token_ids, loss_mask) pairs for supervised
+fine-tuning.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import importlib
 import json
 import multiprocessing
 import os
@@ -26,11 +29,10 @@ import tqdm
 
 from memex_jax.agent import ChatRenderer
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos import alfworld
 from memex_jax.demos import search_prior
-from memex_jax.demos.alfworld import (DemonstrationConfig, DemonstrationError,
-                                      demonstration_stats, make_demonstration)
+from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
-from memex_jax.envs.alfworld.env import AlfWorldEnv
 from memex_jax.models.pretrained import smollm2_gguf_path
 from memex_jax.tokenizers import Tokenizer
 
@@ -55,18 +57,22 @@ def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield ids, mask
 
 
-def _new_worker(config: DemonstrationConfig) -> dict[str, Any]:
-  """What one process demonstrates with: its own engine, the SmolLM2 renderer, the settings."""
-  return dict(config=config, env=AlfWorldEnv(config.env),
-              renderer=ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
+def _new_worker(family: str, config: Any) -> dict[str, Any]:
+  """What one process demonstrates with: its family's expert on its own engine, rendered for
+  SmolLM2 (the family's modules are imported here, in the process that plays)."""
+  expert = importlib.import_module(f"memex_jax.demos.{family}")
+  env, demonstrate = expert.demonstrator(
+      config, ChatRenderer(Tokenizer.from_gguf(smollm2_gguf_path())))
+  return dict(env=env, demonstrate=demonstrate, stats=expert.demonstration_stats,
+              task_type=expert.task_type)
 
 
 def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict[str, Any]:
   demo, root, game, seed = job
   record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed}
   try:
-    trajectory = make_demonstration(game, worker["renderer"], worker["config"], seed,
-                                    worker["env"])
+    trajectory = worker["demonstrate"](game, seed)
+    task_type = worker["task_type"](game)
   except (DemonstrationError, ValueError, FileNotFoundError) as e:
     return {**record, "error": str(e)}
   segments = [{"segment_index": s.sample.index, "token_ids": s.sample.token_ids.tolist(),
@@ -75,7 +81,7 @@ def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict
               for s in trajectory.segments]
   return {**record, "task_text": trajectory.task_text, "segments": segments,
           "memory": trajectory.memory, "metrics": trajectory.metrics.as_dict(),
-          "stats": demonstration_stats(trajectory)}
+          "stats": worker["stats"](trajectory), "task_type": task_type}
 
 
 # Each pool process's worker, built by the pool's initializer: a pool task is sent by name, so
@@ -83,8 +89,8 @@ def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict
 _POOL_WORKER: dict[str, Any] = {}
 
 
-def _init_pool_worker(config: DemonstrationConfig) -> None:
-  _POOL_WORKER.update(_new_worker(config))
+def _init_pool_worker(family: str, config: Any) -> None:
+  _POOL_WORKER.update(_new_worker(family, config))
 
 
 def _demonstrate_in_pool(job: tuple[int, str, str, int]) -> dict[str, Any]:
@@ -97,7 +103,6 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
     return float(np.mean(values)) if done else 0.0
   stats = [r["stats"] for r in done]
   metrics = [r["metrics"] for r in done]
-  task_types = [os.path.basename(os.path.dirname(r["game"])).split("-")[0] for r in done]
   return {
       "demonstrations": len(done), "failed": len(failed),
       "failures": [{"game": r["game"], "error": r["error"]} for r in failed],
@@ -115,15 +120,15 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
       "longest_turn": max([s["longest_turn"] for s in stats], default=0),
       "segments": sum(m["num_segments"] for m in metrics),
       "tokens": sum(m["total_tokens"] for m in metrics),
-      "task_types": dict(sorted(collections.Counter(task_types).items())),
+      "task_types": dict(sorted(collections.Counter(r["task_type"] for r in done).items())),
   }
 
 
 def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: int,
-                         workers: int = 1, shards: int = 4,
-                         config: DemonstrationConfig = DemonstrationConfig(),
-                         games_root: str | None = None, progress: bool = True) -> dict[str, Any]:
-  """Demonstrates `num` games (seeded order, cycling) into `out`; returns the summary.
+                         workers: int = 1, shards: int = 4, config: Any = None,
+                         games_root: str | None = None, progress: bool = True,
+                         family: str = "alfworld") -> dict[str, Any]:
+  """Demonstrates `num` tasks of a family (seeded order, cycling) into `out`; returns the summary.
 
   Writes `segments-XXXXX-of-YYYYY.jsonl` (one segment per line: demo, game, seed,
   segment_index, token_ids, loss_mask, messages), `trajectories.jsonl` (per demonstration:
@@ -137,9 +142,11 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
     seed: fixes the game order and every demonstration's search order and wording.
     workers: processes, each with its own engine.
     shards: segment files; a demonstration's segments share one.
-    config: agent and env settings, and the search prior (estimated from training games only).
+    config: the family's `DemonstrationConfig` (None: its default): agent and env settings,
+      and for ALFWorld the search prior (estimated from training games only).
     games_root: game ids are paths relative to it (default: the paths as given).
     progress: show a progress bar.
+    family: 'alfworld' or 'appworld': whose expert plays (`demos.<family>`).
   """
   if not game_folders or num < 1 or shards < 1 or workers < 1:
     raise ValueError(f"need games, num >= 1, shards >= 1 and workers >= 1 (got "
@@ -147,17 +154,21 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
   order = sorted(game_folders)
   random.Random(f"demo-order-{seed}").shuffle(order)
   jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i) for i in range(num)]
+  if config is None:
+    config = importlib.import_module(f"memex_jax.demos.{family}").DemonstrationConfig()
   os.makedirs(out, exist_ok=True)
-  if config.prior:
+  if getattr(config, "prior", None):
     config.prior.save(os.path.join(out, SEARCH_PRIOR))
   bar = functools.partial(tqdm.tqdm, total=num, desc="demonstrations", disable=not progress)
   done, failed = [], []
   with contextlib.ExitStack() as stack:
     if workers == 1:  # In this process: its one engine serves every demonstration.
-      results = map(functools.partial(_demonstrate, _new_worker(config)), jobs)
+      worker = _new_worker(family, config)
+      stack.callback(getattr(worker["env"], "close", lambda: None))
+      results = map(functools.partial(_demonstrate, worker), jobs)
     else:
-      pool = stack.enter_context(
-          multiprocessing.get_context("spawn").Pool(workers, _init_pool_worker, (config,)))
+      pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(
+          workers, _init_pool_worker, (family, config)))
       results = pool.imap(_demonstrate_in_pool, jobs)
     files = [stack.enter_context(open(os.path.join(
         out, f"{SEGMENTS_PREFIX}-{k:05d}-of-{shards:05d}.jsonl"), "w")) for k in range(shards)]
@@ -198,8 +209,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   # The expert's search order comes from training games: a saved prior, or the games played.
   prior = (search_prior.SearchPrior.load(args.prior) if args.prior else
            search_prior.estimate(game_folders))
-  config = DemonstrationConfig(agent=smollm2_alfworld(context_window=args.context_window,
-                                                     threshold=args.threshold), prior=prior)
+  config = alfworld.DemonstrationConfig(
+      agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold),
+      prior=prior)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

@@ -15,10 +15,11 @@ def renderer(smollm2_tokenizer):
 def test_solution_apis_lists_logins_first():
   solution = ["apis.supervisor.show_profile()",
               "apis.venmo.show_transactions(access_token=t)\napis.phone.search_contacts()",
-              "apis.venmo.show_transactions(page_index=1)"]
+              "apis.venmo.show_transactions(page_index=1)",
+              "notes = every_page(apis.simple_note.search_notes, access_token=t)"]
   assert demonstrations.solution_apis(solution) == [
       ("venmo", "login"), ("venmo", "show_transactions"), ("phone", "login"),
-      ("phone", "search_contacts")]
+      ("phone", "search_contacts"), ("simple_note", "login"), ("simple_note", "search_notes")]
 
 
 def test_expert_demonstration_archives_and_reads_the_docs(renderer, task_by_type, shared_env):

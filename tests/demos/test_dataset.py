@@ -161,3 +161,20 @@ def test_games_whose_solution_fails_are_reported_not_written(broken_copy, tmp_pa
   assert os.path.getsize(os.path.join(out, "segments-00000-of-00001.jsonl")) == 0
   with pytest.raises(FileNotFoundError, match="no segments"):
     list(dataset_lib.iter_sft_examples(str(tmp_path)))
+
+
+def test_appworld_demonstrations_in_the_same_format(worlds, tmp_path):
+  """AppWorld's expert writes the dataset SFT reads: the reads of archived API docs pay off."""
+  out = str(tmp_path / "appworld")
+  summary = dataset_lib.write_demonstrations(worlds["train"][:2], out, num=2, seed=0, shards=1,
+                                             progress=False, family="appworld")
+  assert (summary["demonstrations"], summary["failed"]) == (2, 0), summary["failures"]
+  assert summary["share_with_used_read"] == 1.0 and summary["mean_empty_searches"] == 0.0
+  with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
+    written = json.load(f)
+  assert sum(written["task_types"].values()) == 2 and written["segments"] >= 4
+  examples = list(dataset_lib.iter_sft_examples(out))
+  assert len(examples) == written["segments"]
+  assert all(ids.shape == mask.shape and 0 < mask.sum() < len(mask) for ids, mask in examples)
+  with open(os.path.join(out, dataset_lib.TRAJECTORIES)) as f:
+    assert all(json.loads(line)["metrics"]["success"] for line in f)

@@ -12,11 +12,13 @@ starts a fresh worker.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 import time
 from typing import Any
 
+from memex_jax.envs import pool as pool_lib
 from memex_jax.envs.appworld import server
 
 EPISODE_OVER = "The episode is over. Reset the environment to start a new one."
@@ -50,6 +52,22 @@ class AppWorldConfig:
   def __post_init__(self):
     if self.max_steps < 1 or self.call_timeout_s < 1 or self.episode_timeout_s <= 0:
       raise ValueError(f"AppWorldConfig needs positive limits, got {self}")
+
+
+def make_pool(num_workers: int, harder: bool = True,
+              step_timeout_s: float = 60.0) -> pool_lib.EnvPool:
+  """One AppWorld client per worker process (each starts its own engine worker on reset).
+
+  `harder` is ALFWorld's variant switch, taken so that every family's pool reads the same
+  config section; AppWorld has one variant and ignores it.
+  """
+  del harder
+  config = AppWorldConfig()
+  # A reset may start a fresh engine worker, which may take `start_timeout_s` to listen.
+  return pool_lib.EnvPool(functools.partial(AppWorldEnv, config), num_workers,
+                          step_timeout_s=max(step_timeout_s,
+                                             config.call_timeout_s + config.call_margin_s),
+                          reset_timeout_s=2 * config.start_timeout_s)
 
 
 def split_task(task: str) -> tuple[str, str]:

@@ -22,10 +22,14 @@ import random
 import subprocess
 import tempfile
 
+from memex_jax.envs.appworld import env as env_lib
 from memex_jax.envs.appworld import install
 from memex_jax.envs.appworld import tasks as tasks_lib
 
 SPLITS = ("train", "test_normal", "test_challenge")
+# The official splits' sizes: what evaluating "the whole split" generates.
+OFFICIAL_SIZES = {"train": 90, "test_normal": 168, "test_challenge": 417}
+TASKS_CACHE = install.cache_dir().parent / "appworld_tasks"
 
 
 def split_types(split: str) -> list[str]:
@@ -90,6 +94,31 @@ def generate(out: str, num: int, seed: int, splits: tuple[str, ...] = SPLITS) ->
       f.write("\n".join(ids) + "\n")
     folders[split] = [task_folder(out, task_id) for task_id in ids]
   return folders
+
+
+def tasks_for(dir: str = "", split: str = "train", num: int = 8, seed: int = 0,
+              workers: int | None = None) -> list[str]:  # pylint: disable=redefined-builtin
+  """Task folders of a split: `dir`'s (AppWorld's layout), else generated once into the cache.
+
+  Args:
+    dir: a root holding `data/datasets/<split>.txt` ('' = generate under
+      `$MEMEX_JAX_CACHE/appworld_tasks/seed<seed>_<split>_<num>`).
+    split: train, test_normal or test_challenge.
+    num: tasks to take (generate).
+    seed: the generation seed (generated tasks only).
+    workers: unused: one engine process builds every world (the signature is the families').
+  """
+  del workers
+  if dir:
+    found = env_lib.dataset_tasks(dir, split)
+    if not found:
+      raise FileNotFoundError(f"no AppWorld tasks for split {split!r} under {dir}")
+    return found[:num]
+  root = TASKS_CACHE / f"seed{seed}_{split}_{num}"
+  listing = root / "data" / "datasets" / f"{split}.txt"
+  if listing.exists():  # written last: the worlds before it are complete
+    return env_lib.dataset_tasks(str(root), split)
+  return generate(str(root), num, seed, splits=(split,))[split]
 
 
 def read_json(task: str, name: str):
