@@ -12,11 +12,9 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from memex_jax.models import gguf_io
 from memex_jax.models import hf_io
 from memex_jax.models.config import ModelConfig
-from memex_jax.models.policy import serving_view
-from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.models.policy import load_policy, serving_view
 from memex_jax.runs import params_export
 from memex_jax.tokenizers import Tokenizer
 
@@ -42,16 +40,15 @@ class ServedModel:
 
 def _base(model: str) -> tuple[ModelConfig, Any, Tokenizer, str]:
   if model == SMOLLM2:
-    path = smollm2_gguf_path()
-    cfg, params = gguf_io.load_gguf(path)
-    return cfg, params, Tokenizer.from_gguf(path), "smollm2-135m-instruct"
+    return (*load_policy(), "smollm2-135m-instruct")
   path = pathlib.Path(model).expanduser()
   if path.suffix == ".gguf" and path.is_file():
-    cfg, params = gguf_io.load_gguf(path)
-    return cfg, params, Tokenizer.from_gguf(path), path.stem
+    return (*load_policy(str(path)), path.stem)
   if path.is_dir() and (path / hf_io.CONFIG_FILE).is_file():
     cfg, params = hf_io.load_hf(path)
-    return cfg, params, Tokenizer.from_pretrained(path), path.name
+    tokenizer = Tokenizer.from_pretrained(path)
+    tokenizer.check_matches(cfg.vocab_size, str(path))
+    return cfg, params, tokenizer, path.name
   raise FileNotFoundError(f"--model {model!r} is neither '{SMOLLM2}', a .gguf file nor an HF "
                           f"folder with {hf_io.CONFIG_FILE}")
 
@@ -70,7 +67,6 @@ def load(model: str, params_dir: str | None = None, int4: bool = False,
     FileNotFoundError: (one line) the model or the export is not there.
   """
   cfg, params, tokenizer, served = _base(model)
-  tokenizer.check_matches(cfg.vocab_size, model)
   if params_dir:
     params = params_export.import_params(params_dir, params)
     served = pathlib.Path(params_dir).resolve().parent.name or served
