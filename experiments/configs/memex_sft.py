@@ -49,7 +49,14 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.optim.clip_norm = 1.0
   c.optim.warmup_steps = 20 if gpu else 0
   c.num_steps = 400 if gpu else 3
-  c.target_loss = 0.15 if gpu else 0.0  # stop once the smoothed loss is below it (0: never)
+  c.target_loss = 0.0  # stop once the smoothed loss is below it (0: never)
+  c.max_minutes = 0.0  # stop after this many minutes of training (0: no time budget)
+  # Held-out demonstrations: their loss picks the exported params and stops a run that no longer
+  # improves.
+  c.heldout = ml_collections.ConfigDict()
+  c.heldout.one_in = 10 if gpu else 0  # every n-th demonstration is held out (0: none)
+  c.heldout.every = 25 if gpu else 1  # steps between held-out measurements
+  c.heldout.patience = 3  # measurements without a new best before stopping (0: never stop)
   c.log_every = 10 if gpu else 1
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every = 50 if gpu else 1  # a killed run resumes from its last checkpoint

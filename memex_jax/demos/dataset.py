@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import random
 import sys
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tqdm
@@ -40,8 +40,10 @@ SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summ
 SEARCH_PRIOR = "search_prior.json"
 
 
-def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-  """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard."""
+def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None
+                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard
+  (only the segments of demonstrations whose number `keep_demo` accepts, when given)."""
   shards = ([path] if os.path.isfile(path) else
             sorted(os.path.join(path, f) for f in os.listdir(path)
                    if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
@@ -51,6 +53,8 @@ def iter_sft_examples(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     with open(shard) as f:
       for line_number, line in enumerate(f, 1):
         record = json.loads(line)
+        if keep_demo is not None and not keep_demo(int(record["demo"])):
+          continue
         ids, mask = (np.asarray(record[k], np.int32) for k in ("token_ids", "loss_mask"))
         if ids.shape != mask.shape:
           raise ValueError(f"{shard}:{line_number}: token_ids and loss_mask differ in length")

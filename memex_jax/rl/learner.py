@@ -159,6 +159,15 @@ def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
   return _apply_if_finite(optimizer, state, batch, loss, grads, metrics)
 
 
+def sft_nll_sum(model_cfg: ModelConfig, params: Any, batch: PackedBatch) -> tuple[Array, Array]:
+  """(summed NLL, count) over the trained tokens of a minibatch: a held-out set's loss is the
+  sum over its minibatches of the first over the sum of the second (token-weighted, like
+  `sft_loss`, however the set is packed)."""
+  logp, _ = token_logprobs(model_cfg, params, batch)
+  mask = batch.loss_mask > 0
+  return -jnp.sum(jnp.where(mask, logp, 0.0)), jnp.sum(mask).astype(jnp.float32)
+
+
 # Jitted with the configs and optimizer static (all hashable), so one compile serves a run.
 jit_train_step = jax.jit(train_step, static_argnums=(0, 1, 2))
 jit_sft_step = jax.jit(sft_step, static_argnums=(0, 1))
