@@ -39,7 +39,7 @@ def plot_training(metrics_path: str | pathlib.Path, out_dir: str | pathlib.Path)
     if len(keys) > 1:
       ax.legend()
   fig.tight_layout()
-  return _save(fig, out_dir, "training.png")
+  return save_figure(fig, out_dir, "training.png")
 
 
 def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
@@ -66,10 +66,11 @@ def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
   for ax in axes:
     ax.tick_params(axis="x", labelrotation=20)
   fig.tight_layout()
-  return _save(fig, out_dir, name)
+  return save_figure(fig, out_dir, name)
 
 
-def _save(fig, out_dir: str | pathlib.Path, name: str) -> pathlib.Path:
+def save_figure(fig, out_dir: str | pathlib.Path, name: str) -> pathlib.Path:
+  """Writes `fig` to out_dir/name (creating out_dir), closes it and returns the path."""
   path = pathlib.Path(out_dir) / name
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.savefig(path, dpi=110)
