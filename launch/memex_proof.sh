@@ -1,43 +1,96 @@
 #!/usr/bin/env bash
-# The MemexRL proof run: SFT warm start -> greedy eval -> N MemexRL iterations -> greedy eval,
-# then one table (reward, success, compress/read per iteration; success before/after with SE).
+# The MemexRL proof run, end to end, timed stage by stage:
+#   train games -> expert demonstrations -> SFT warm start (held-out loss) -> greedy evaluation
+#   of the zero-shot and SFT policies -> MemexRL iterations from SFT -> greedy evaluation of the
+#   RL policy -> report (one table per split, the paper's Figures 2-5, JSON).
 #
-#   SCALE=gpu launch/memex_proof.sh [WORKDIR]   # sized for one H200 and ~8 minutes (unmeasured)
-#   SCALE=cpu launch/memex_proof.sh [WORKDIR]   # tiny: checks the pipeline on a 2-core CPU
+#   SCALE=cpu launch/memex_proof.sh [WORKDIR]   # the 2-core CPU run of results/memex_cpu
+#   SCALE=gpu launch/memex_proof.sh [WORKDIR]   # one H200, the paper's sizes where they fit
 #
-# On the GPU machine (SCALE=gpu) it first installs the carried wheels and SmolLM2's weights
-# (launch/device_env.sh; launch/gpu_wheels.sh prepares them and says how they travel).
-# PYTHON (default python3) runs every step.
+# Evaluation games are generated on floor plans no training game uses (valid_unseen) and on
+# seen plans with new instances (valid_seen); training games and demonstrations come from the
+# train split only. On the GPU machine (SCALE=gpu) it first installs the carried wheels and
+# SmolLM2's weights (launch/device_env.sh). PYTHON (default python3) runs every step; each
+# stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
+# REPORT_DIR (default results/memex_<scale>) receives the report.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
+REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
+export PYTHONUNBUFFERED=1
 
 if [ "${SCALE}" = gpu ]; then
   source launch/device_env.sh
   VARIANT=":gpu"
-  SFT=(--config.num_steps=150 --config.demos.num=64 --config.games.num=64)
-  RL=(--config.num_iterations=3 --config.rollout.prompts_per_iteration=8
-      --config.rollout.group_size=4 --config.agent.max_steps=30 --config.batch.rows=8
-      --config.checkpoint.every=1)
+  TRAIN_GAMES=512; DEMOS=512; THRESHOLD=2048; WINDOW=8192; RL_ITERATIONS="${RL_ITERATIONS:-3}"
+  SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
+       --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes=4)
+  AGENT=(--config.agent.max_steps=40 --config.agent.max_turn_tokens=512)
+  RL=(--config.rollout.prompts_per_iteration=16
+      --config.rollout.group_size=8 --config.batch.rows=8 --config.checkpoint.every=1)
   EVAL=(--config.num_games=64 --config.batch_episodes=64)
+  ZERO_SHOT=()
 elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
-  SFT=(--config.num_steps=2)
-  RL=(--config.num_iterations=1)
-  EVAL=(--config.num_games=2 --config.batch_episodes=2)
+  # Sized for 60-90 minutes on 2 cores; the reasons are in results/memex_cpu/README.md.
+  TRAIN_GAMES=24; DEMOS=40; THRESHOLD=1024; WINDOW=3072; RL_ITERATIONS="${RL_ITERATIONS:-1}"
+  SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len=3072
+       --config.heldout.one_in=20 --config.heldout.every=12 --config.heldout.patience=2
+       --config.max_minutes=35 --config.log_every=2 --config.checkpoint.every=6)
+  AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=384)
+  RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
+      --config.batch.rows=1 --config.batch.seq_len=3072 --config.checkpoint.every=1)
+  EVAL=(--config.num_games=40 --config.batch_episodes=20)
+  ZERO_SHOT=(--config.num_games=12 --config.batch_episodes=12)  # the untrained model, briefly
 else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
-EVAL+=("--config.splits=('valid_seen',)" "--config.regimes=('memex',)")
+AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}")
+EVAL+=("--config.splits=('valid_unseen','valid_seen')" "--config.regimes=('memex',)" "${AGENT[@]}")
+GAMES="${WORK}/games"
+mkdir -p "${WORK}"
 
-"${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
-  --config.workdir="${WORK}/sft" "${SFT[@]}"
-"${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
-  --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_before" "${EVAL[@]}"
-"${PYTHON}" -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
-  --config.init_checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/rl" "${RL[@]}"
-"${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
-  --config.checkpoint="${WORK}/rl/params" --config.workdir="${WORK}/eval_after" "${EVAL[@]}"
-"${PYTHON}" -m launch.proof_report "${WORK}"
+stage() {  # stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists (a rerun goes on
+  # where a stopped run left off) and records its wall time in stages.json
+  local name="$1" done_file="$2" start end
+  shift 2
+  if [ -e "${done_file}" ]; then echo "== ${name}: done before (${done_file})"; return; fi
+  echo "== ${name}: $*"
+  start=$(date +%s.%N)
+  "$@"
+  end=$(date +%s.%N)
+  "${PYTHON}" - "${WORK}/stages.json" "${name}" "${start}" "${end}" "SCALE=${SCALE} $0 ${WORK}" <<'EOF'
+import json, pathlib, sys
+path, name, start, end, command = sys.argv[1:]
+p = pathlib.Path(path)
+record = json.loads(p.read_text()) if p.exists() else {"command": command, "stages": []}
+record["stages"] = [s for s in record["stages"] if s["name"] != name]
+record["stages"].append({"name": name, "seconds": round(float(end) - float(start), 1)})
+p.write_text(json.dumps(record, indent=1))
+print(f"== {name}: {float(end) - float(start):.0f} s")
+EOF
+}
+
+stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworld.generate --out "${GAMES}" --split train \
+  --num "${TRAIN_GAMES}" --seed 0
+stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
+  --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}"
+stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
+  --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
+  "${SFT[@]}"
+stage eval_zero_shot "${WORK}/eval_zero_shot/evaluation.json" "${PYTHON}" -m experiments.evaluate \
+  --config "experiments/configs/evaluate.py${VARIANT}" --config.checkpoint= \
+  --config.workdir="${WORK}/eval_zero_shot" "${EVAL[@]}" "${ZERO_SHOT[@]}"
+stage eval_sft "${WORK}/eval_sft/evaluation.json" "${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
+  --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_sft" "${EVAL[@]}"
+if [ "${RL_ITERATIONS}" -gt 0 ]; then
+stage rl "${WORK}/rl/params" "${PYTHON}" -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
+  --config.init_checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/rl" \
+  --config.games.dir="${GAMES}" --config.games.num="${TRAIN_GAMES}" "${AGENT[@]}" "${RL[@]}" --config.num_iterations="${RL_ITERATIONS}"
+stage eval_rl "${WORK}/eval_rl/evaluation.json" "${PYTHON}" -m experiments.evaluate \
+  --config "experiments/configs/evaluate.py${VARIANT}" --config.checkpoint="${WORK}/rl/params" \
+  --config.workdir="${WORK}/eval_rl" "${EVAL[@]}"
+fi
+"${PYTHON}" -m launch.proof_report "${WORK}" --out "${REPORT_DIR}"
