@@ -12,7 +12,8 @@
 # train split only. On the GPU machine (SCALE=gpu) it first installs the carried wheels and
 # SmolLM2's weights (launch/device_env.sh). PYTHON (default python3) runs every step; each
 # stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
-# REPORT_DIR (default results/memex_<scale>) receives the report.
+# REPORT_DIR (default results/memex_<scale>) receives the report; on the CPU, EVAL_GAMES (40),
+# EVAL_SPLITS ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12) size the evaluations.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
@@ -42,13 +43,15 @@ elif [ "${SCALE}" = cpu ]; then
   AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=384)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
       --config.batch.rows=1 --config.batch.seq_len=3072 --config.checkpoint.every=1)
-  EVAL=(--config.num_games=40 --config.batch_episodes=20)
-  ZERO_SHOT=(--config.num_games=12 --config.batch_episodes=12)  # the untrained model, briefly
+  EVAL=(--config.num_games="${EVAL_GAMES:-40}" --config.batch_episodes=20)
+  # The untrained model, briefly: it emits no valid tool call (see the README).
+  ZERO_SHOT=(--config.num_games="${ZERO_SHOT_GAMES:-12}" --config.batch_episodes=12)
 else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
 AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}")
-EVAL+=("--config.splits=('valid_unseen','valid_seen')" "--config.regimes=('memex',)" "${AGENT[@]}")
+EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config.regimes=('memex',)"
+       "${AGENT[@]}")
 GAMES="${WORK}/games"
 mkdir -p "${WORK}"
 
@@ -80,11 +83,11 @@ stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"
+stage eval_sft "${WORK}/eval_sft/evaluation.json" "${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
+  --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_sft" "${EVAL[@]}"
 stage eval_zero_shot "${WORK}/eval_zero_shot/evaluation.json" "${PYTHON}" -m experiments.evaluate \
   --config "experiments/configs/evaluate.py${VARIANT}" --config.checkpoint= \
   --config.workdir="${WORK}/eval_zero_shot" "${EVAL[@]}" "${ZERO_SHOT[@]}"
-stage eval_sft "${WORK}/eval_sft/evaluation.json" "${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
-  --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_sft" "${EVAL[@]}"
 if [ "${RL_ITERATIONS}" -gt 0 ]; then
 stage rl "${WORK}/rl/params" "${PYTHON}" -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
   --config.init_checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/rl" \
