@@ -236,9 +236,10 @@ class Sampler:
           raise ValueError(f"episode {r.episode_id} has no slot; its first request must reset")
         slot_index = self._claim(r)
       placed.append((slot_index, r))
-    began = time.perf_counter()
     if cfg.share_prefix:
+      began = time.perf_counter()
       self._share_head([(i, r) for i, r in placed if r.reset])
+      self.stats.prefill_s += time.perf_counter() - began
     rows: dict[int, tuple[int, list[int], int]] = {}
     copy_rows = np.full((cfg.num_slots,), cfg.num_slots, np.int32)  # num_slots = no copy
     for slot_index, r in placed:
@@ -261,6 +262,7 @@ class Sampler:
     for i, (row_start, ids, m) in rows.items():
       prompt[i, :len(ids)], start[i], length[i], max_tokens[i] = ids, row_start, len(ids), m
     self.rng, key = jax.random.split(self.rng)
+    began = time.perf_counter()
     if (copy_rows < n).any():
       self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
       if self.mesh is not None:  # the copy may leave the cache in another layout
