@@ -70,6 +70,10 @@ class ModelConfig:
     remat_saves: with remat, what each layer keeps from its forward: 'nothing' (least memory)
       or 'dots' (the projection matmul outputs: the backward recomputes only attention and the
       elementwise ops, for ~7 saved [B T width] arrays per layer).
+    attention_block: with a KV cache, a prefill of at least two blocks of ids attends in tiles
+      of this many queries and keys, skipping the tiles past each query block's last position
+      (blocked_attention.py: ~2x faster at 2,048 ids on the CPU; accelerators keep XLA's
+      attention); 0 = one masked attention.
   """
 
   family: str
@@ -93,6 +97,7 @@ class ModelConfig:
   int4_group: int = 32
   remat: bool = False
   remat_saves: str = "nothing"
+  attention_block: int = 128
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -105,6 +110,8 @@ class ModelConfig:
     if self.quant != "none" and (self.int4_group < 1 or any(w % self.int4_group for w in widths)):
       raise ValueError(f"int4_group={self.int4_group} must divide every projection's input width "
                        f"{widths}")
+    if self.attention_block < 0:
+      raise ValueError(f"attention_block={self.attention_block} must be >= 0 (0 = off)")
     if self.num_heads % self.num_kv_heads:
       raise ValueError(
           f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")

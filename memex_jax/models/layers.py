@@ -9,6 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memex_jax.models import blocked_attention
 from memex_jax.models import quant as quant_lib
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
@@ -121,8 +122,13 @@ class Attention(nn.Module):
     if cache is not None:
       k, v = _write_cache(cache[0], k, positions), _write_cache(cache[1], v, positions)
       cache = (k, v)
-    out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
-                                       mask=mask)  # B T H Dh
+    # On accelerators XLA's own attention kernels stay; the tiles pay off on the CPU.
+    if (cache is not None and c.attention_block and t >= 2 * c.attention_block
+        and jax.default_backend() == "cpu"):
+      out = blocked_attention.attention(q, k, v, positions, c.attention_block)  # B T H Dh
+    else:
+      out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
+                                         mask=mask)  # B T H Dh
     out = out.reshape(b, t, c.num_heads * c.head_dim)
     return self._proj(c.embed_dim, ("q_heads", "embed"), "o_proj")(out), cache
 

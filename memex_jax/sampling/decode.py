@@ -67,37 +67,37 @@ def sample_token(logits: Array, rng: Array, temperature: Array,
   return ids, jnp.take_along_axis(logp, ids[:, None], axis=-1)[:, 0]
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
-def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: stops_lib.StopTable,
-             prompt: Array, start: Array, prompt_length: Array, max_tokens: Array, rng: Array,
-             temperature: Array, top_p: Array, max_new_tokens: int) -> DecodeOutput:
-  """Prefills each row's new ids into its cache slots, then decodes until every row stops.
+def prefill(cfg: ModelConfig, params: dict, cache: transformer.KVCache, prompt: Array,
+            start: Array, prompt_length: Array) -> tuple[transformer.KVCache, Array]:
+  """Writes each row's new ids into its cache slots; returns (cache, logits [B V] of its last id).
 
-  Args:
-    cfg: model config (static).
-    params: model params (float, QAT-shaped or int4 serving, matching cfg.quant).
-    cache: KV cache {'k','v': [L B S K Dh]}; row b holds its context at slots 0..start[b]-1.
-    table: stop strings and eos ids.
-    prompt: [B P] int32 new ids per row, right-padded.
-    start: [B] int32 position of prompt[:, 0] (the row's current context length).
-    prompt_length: [B] int32 real ids in `prompt`; 0 marks an idle row (nothing sampled).
-    max_tokens: [B] int32 per-row cap on sampled ids (<= max_new_tokens).
-    rng: PRNG key.
-    temperature, top_p: scalars.
-    max_new_tokens: static length N of the output buffers.
+  Args: as `generate`'s. Rows with prompt_length 0 get the logits of their pad id (unused).
   """
   model = transformer.Transformer(cfg)
-  b, p = prompt.shape
+  p = prompt.shape[1]
   positions = start[:, None] + jnp.arange(p, dtype=jnp.int32)[None]  # B P
   hidden, cache = model.apply({"params": params}, prompt, positions, cache, return_hidden=True)
   last = jnp.take_along_axis(hidden, jnp.maximum(prompt_length - 1, 0)[:, None, None], axis=1)[:, 0]
-  head = transformer.head_kernel(params, cfg)
-  logits = transformer.logits_from_hidden(last, head)  # B V
+  return cache, transformer.logits_from_hidden(last, transformer.head_kernel(params, cfg))
 
+
+def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
+                 table: stops_lib.StopTable, position: Array, active: Array, max_tokens: Array,
+                 rng: Array, temperature: Array, top_p: Array,
+                 max_new_tokens: int) -> DecodeOutput:
+  """Samples from `logits` [B V] and feeds each sampled id back until every row stops.
+
+  Args:
+    position: [B] int32 where each row's next fed id is written (its context length).
+    active: [B] bool rows that sample at all (the others were idle in the prefill).
+    The rest: as `generate`'s.
+  """
+  model = transformer.Transformer(cfg)
+  head = transformer.head_kernel(params, cfg)
+  b = logits.shape[0]
   state = dict(
-      cache=cache, logits=logits, rng=rng,
-      position=start + prompt_length,  # where the next fed token is written
-      done=(prompt_length == 0) | (max_tokens <= 0),
+      cache=cache, logits=logits, rng=rng, position=position,
+      done=~active | (max_tokens <= 0),
       count=jnp.zeros((b,), jnp.int32),
       tokens=jnp.zeros((b, max_new_tokens), jnp.int32),
       logprobs=jnp.zeros((b, max_new_tokens), jnp.float32),
@@ -131,3 +131,34 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
   s = jax.lax.while_loop(keep_going, body, state)
   return DecodeOutput(cache=s["cache"], tokens=s["tokens"], logprobs=s["logprobs"],
                       num_tokens=s["count"])
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
+def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: stops_lib.StopTable,
+             prompt: Array, start: Array, prompt_length: Array, max_tokens: Array, rng: Array,
+             temperature: Array, top_p: Array, max_new_tokens: int) -> DecodeOutput:
+  """Prefills each row's new ids into its cache slots, then decodes until every row stops.
+
+  `prefill` then `decode_steps` in one compiled call (the sampler runs them as two, to time each).
+
+  Args:
+    cfg: model config (static).
+    params: model params (float, QAT-shaped or int4 serving, matching cfg.quant).
+    cache: KV cache {'k','v': [L B S K Dh]}; row b holds its context at slots 0..start[b]-1.
+    table: stop strings and eos ids.
+    prompt: [B P] int32 new ids per row, right-padded.
+    start: [B] int32 position of prompt[:, 0] (the row's current context length).
+    prompt_length: [B] int32 real ids in `prompt`; 0 marks an idle row (nothing sampled).
+    max_tokens: [B] int32 per-row cap on sampled ids (<= max_new_tokens).
+    rng: PRNG key.
+    temperature, top_p: scalars.
+    max_new_tokens: static length N of the output buffers.
+  """
+  cache, logits = prefill(cfg, params, cache, prompt, start, prompt_length)
+  return decode_steps(cfg, params, cache, logits, table, start + prompt_length, prompt_length > 0,
+                      max_tokens, rng, temperature, top_p, max_new_tokens)
+
+
+prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))
+decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens"),
+                           donate_argnames=("cache",))

@@ -4,7 +4,8 @@ Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefill
 that arrived since the episode's last turn and decodes; the history is never re-prefilled. When
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
 the new context shares (the [system, task] head) and prefills the rest. Finished episodes free
-their slot for waiting ones, so batches never shrink.
+their slot for waiting ones, so batches never shrink. A head that the new contexts of one call
+share (every episode's system prompt) is prefilled once and copied into their rows (prefix.py).
 
 On a device mesh the slots are split over its batch axes and decoded data-parallel
 (sharded.py); the params keep the training layout, so the learner's params are used where
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import Callable, Sequence
 
 import jax
@@ -27,6 +29,7 @@ from memex_jax.agent.policy import Turn, TurnRequest
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 from memex_jax.sampling import decode
+from memex_jax.sampling import prefix as prefix_lib
 from memex_jax.sampling import sharded
 from memex_jax.sampling import stops as stops_lib
 from memex_jax.tokenizers import Tokenizer
@@ -47,6 +50,9 @@ class SamplerConfig:
     prompt_bucket: prefill lengths are padded up to a multiple of this (few compiles).
     new_tokens_bucket: output buffers are padded up to a multiple of this.
     seed: PRNG seed of the sampler's own stream.
+    share_prefix: when the new contexts (resets) of one call share a head of at least
+      `prompt_bucket` ids, prefill it once and copy its K/V into their rows; later resets that
+      start with it copy it too. Exact: logprobs equal those without it to float rounding.
   """
 
   num_slots: int = 8
@@ -57,18 +63,35 @@ class SamplerConfig:
   prompt_bucket: int = 64
   new_tokens_bucket: int = 64
   seed: int = 0
+  share_prefix: bool = True
+
+
+@dataclasses.dataclass
+class SamplerStats:
+  """What the sampler did since it was built (assign a fresh one to restart the count).
+
+  Attributes:
+    calls: `generate` calls.
+    prefill_tokens: ids prefilled into the slot rows (real ids, padding not counted).
+    prefix_tokens: ids prefilled into the shared-prefix cache.
+    reused_tokens: ids of new contexts whose K/V came from a cache (the slot's own, or the
+      shared prefix) instead of a prefill.
+    generated_tokens: ids sampled.
+    prefill_s: seconds in prefills (the rows', the shared prefix's and its copies), waited on.
+    decode_s: seconds in the decode loops, waited on, with the copy of their ids to the host.
+  """
+
+  calls: int = 0
+  prefill_tokens: int = 0
+  prefix_tokens: int = 0
+  reused_tokens: int = 0
+  generated_tokens: int = 0
+  prefill_s: float = 0.0
+  decode_s: float = 0.0
 
 
 def _bucket(n: int, size: int) -> int:
   return max(size, -(-n // size) * size)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-  n = min(len(a), len(b))
-  i = 0
-  while i < n and a[i] == b[i]:
-    i += 1
-  return i
 
 
 @dataclasses.dataclass
@@ -104,14 +127,19 @@ class Sampler:
     self.table = stops_lib.build_stop_table(strings, list(config.stop_strings), eos)
     self.cache = transformer.init_cache(model_cfg, config.num_slots, config.cache_length)
     self._params_shardings = None
-    self._sharded_generate: dict[int, Callable[..., decode.DecodeOutput]] = {}
+    self._prefill: Callable[..., tuple[transformer.KVCache, jax.Array]] = functools.partial(
+        decode.prefill_jit, model_cfg)
+    self._sharded_steps: dict[int, Callable[..., decode.DecodeOutput]] = {}
     if mesh is not None:
       parallel.check_batch_size(config.num_slots, mesh, name="sampler num_slots")
       self._params_shardings = parallel.param_shardings(model_cfg, mesh)
       self.cache = jax.device_put(self.cache, sharded.cache_sharding(mesh))
-    self.params = params
+      self._prefill = sharded.shard_prefill(model_cfg, mesh, self._params_shardings)
     self.slots = [_Slot() for _ in range(config.num_slots)]
+    self.shared: prefix_lib.SharedPrefix | None = None
+    self.params = params
     self.rng = jax.random.PRNGKey(config.seed)
+    self.stats = SamplerStats()
 
   @property
   def params(self) -> dict:
@@ -119,18 +147,23 @@ class Sampler:
 
   @params.setter
   def params(self, params: dict) -> None:
+    """Swaps the params. K/V cached under the old ones is dropped, except a live episode's own."""
     if self._params_shardings is not None:
       params = jax.device_put(params, self._params_shardings)
     self._params = params
+    self.shared = None
+    for slot in self.slots:
+      if slot.episode is None:
+        slot.cached, slot.pending = [], []
 
-  def _decode(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
-    """`decode.generate` after its config, for `new_tokens` (one sharded compile per bucket)."""
+  def _decode_steps(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
+    """`decode.decode_steps` after its config, for `new_tokens` (one compile per bucket)."""
     if self.mesh is None:
-      return functools.partial(decode.generate, self.model_cfg, max_new_tokens=new_tokens)
-    if new_tokens not in self._sharded_generate:
-      self._sharded_generate[new_tokens] = sharded.shard_generate(
+      return functools.partial(decode.decode_steps_jit, self.model_cfg, max_new_tokens=new_tokens)
+    if new_tokens not in self._sharded_steps:
+      self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
           self.model_cfg, self.mesh, self._params_shardings, new_tokens)
-    return self._sharded_generate[new_tokens]
+    return self._sharded_steps[new_tokens]
 
   # -- slot bookkeeping (host side) --
 
@@ -143,7 +176,7 @@ class Sampler:
       raise RuntimeError(f"no free KV slot for episode {request.episode_id}: all "
                          f"{len(self.slots)} slots are live; release finished episodes first")
     # Prefer the free slot that already caches the longest prefix of this context.
-    best = max(free, key=lambda i: _common_prefix(self.slots[i].cached, request.new_ids))
+    best = max(free, key=lambda i: prefix_lib.common_length(self.slots[i].cached, request.new_ids))
     self.slots[best].episode = request.episode_id
     return best
 
@@ -152,14 +185,38 @@ class Sampler:
     if slot is not None:
       self.slots[slot].episode = None  # its cached ids stay reusable as a prefix
 
-  def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int]]:
-    """(start position, ids to prefill) for one request; updates the slot's cached ids."""
-    if request.reset:
-      ids = list(request.new_ids)
-      keep = min(_common_prefix(slot.cached, ids), len(ids) - 1)  # re-feed >= 1 id for logits
-      slot.cached, slot.pending = ids[:keep], []
-      return keep, ids[keep:]
-    return len(slot.cached), slot.pending + list(request.new_ids)
+  def _cached_length(self, slot: _Slot, ids: Sequence[int]) -> tuple[int, int]:
+    """(ids of `ids` cached in the slot's row, in the shared prefix)."""
+    shared = 0 if self.shared is None else prefix_lib.common_length(self.shared.ids, ids)
+    return prefix_lib.common_length(slot.cached, ids), shared
+
+  def _share_head(self, resets: Sequence[tuple[int, TurnRequest]]) -> None:
+    """Prefills the head the new contexts share into `self.shared`, when that saves prefill."""
+    cfg = self.config
+    head = min(prefix_lib.shared_head([r.new_ids for _, r in resets]), cfg.cache_length - 1)
+    if len(resets) < 2 or head < cfg.prompt_bucket:
+      return
+    # Prefilling the head once must cost less than what the rows would prefill of it otherwise.
+    missing = sum(head - min(head, max(self._cached_length(self.slots[i], r.new_ids)))
+                  for i, r in resets)
+    if missing <= head:
+      return
+    ids = resets[0][1].new_ids[:head]
+    self.shared = prefix_lib.prefill(self.model_cfg, self.params, ids,
+                                     min(_bucket(head, cfg.prompt_bucket), cfg.cache_length))
+    self.stats.prefix_tokens += head
+
+  def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int], bool]:
+    """(start position, ids to prefill, whether the row takes the shared prefix) for one
+    request; updates the slot's cached ids."""
+    if not request.reset:
+      return len(slot.cached), slot.pending + list(request.new_ids), False
+    ids = list(request.new_ids)
+    own, shared = self._cached_length(slot, ids)
+    keep = min(max(own, shared), len(ids) - 1)  # re-feed >= 1 id for logits
+    slot.cached, slot.pending = ids[:keep], []
+    self.stats.reused_tokens += keep
+    return keep, ids[keep:], shared > own and keep > own
 
   # -- the Policy interface --
 
@@ -169,7 +226,7 @@ class Sampler:
     cfg = self.config
     temperature = cfg.temperature if temperature is None else temperature
     top_p = cfg.top_p if top_p is None else top_p
-    rows: dict[int, tuple[int, list[int], int]] = {}
+    placed: list[tuple[int, TurnRequest]] = []
     for r in requests:
       if r.reset and not r.new_ids:
         raise ValueError(f"episode {r.episode_id}: a reset needs a non-empty context")
@@ -178,7 +235,17 @@ class Sampler:
         if not r.reset:
           raise ValueError(f"episode {r.episode_id} has no slot; its first request must reset")
         slot_index = self._claim(r)
-      start, ids = self._plan(self.slots[slot_index], r)
+      placed.append((slot_index, r))
+    if cfg.share_prefix:
+      began = time.perf_counter()
+      self._share_head([(i, r) for i, r in placed if r.reset])
+      self.stats.prefill_s += time.perf_counter() - began
+    rows: dict[int, tuple[int, list[int], int]] = {}
+    copy_rows = np.full((cfg.num_slots,), cfg.num_slots, np.int32)  # num_slots = no copy
+    for slot_index, r in placed:
+      start, ids, copies = self._plan(self.slots[slot_index], r)
+      if copies:
+        copy_rows[slot_index] = slot_index
       room = cfg.cache_length - start - len(ids)
       if room < 1:
         raise ValueError(f"episode {r.episode_id}: context of {start + len(ids)} ids leaves no "
@@ -195,11 +262,27 @@ class Sampler:
     for i, (row_start, ids, m) in rows.items():
       prompt[i, :len(ids)], start[i], length[i], max_tokens[i] = ids, row_start, len(ids), m
     self.rng, key = jax.random.split(self.rng)
-    out = self._decode(new_len)(self.params, self.cache, self.table, jnp.asarray(prompt),
-                                jnp.asarray(start), jnp.asarray(length), jnp.asarray(max_tokens),
-                                key, jnp.float32(temperature), jnp.float32(top_p))
+    began = time.perf_counter()
+    if (copy_rows < n).any():
+      self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
+      if self.mesh is not None:  # the copy may leave the cache in another layout
+        self.cache = jax.device_put(self.cache, sharded.cache_sharding(self.mesh))
+    self.cache, logits = self._prefill(self.params, self.cache, jnp.asarray(prompt),
+                                       jnp.asarray(start), jnp.asarray(length))
+    jax.block_until_ready(logits)
+    prefilled = time.perf_counter()
+    out = self._decode_steps(new_len)(
+        self.params, self.cache, logits, self.table, jnp.asarray(start + length),
+        jnp.asarray(length > 0), jnp.asarray(max_tokens), key, jnp.float32(temperature),
+        jnp.float32(top_p))
     self.cache = out.cache
     tokens, logprobs, counts = jax.device_get((out.tokens, out.logprobs, out.num_tokens))
+    stats = self.stats
+    stats.calls += 1
+    stats.prefill_tokens += int(length.sum())
+    stats.generated_tokens += int(counts.sum())
+    stats.prefill_s += prefilled - began
+    stats.decode_s += time.perf_counter() - prefilled
 
     turns = []
     for r in requests:

@@ -8,6 +8,7 @@ rng and scalars are replicated.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -22,25 +23,34 @@ def cache_sharding(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P(None, parallel.BATCH_AXES))
 
 
-def shard_generate(cfg: ModelConfig, mesh: Mesh, params_shardings: Any, max_new_tokens: int,
-                   rules: parallel.LogicalRules = parallel.ACTIVATION_RULES
-                   ) -> Callable[..., decode.DecodeOutput]:
-  """`decode.generate` for one (cfg, max_new_tokens), jitted with params and cache sharded.
+def shard_prefill(cfg: ModelConfig, mesh: Mesh, params_shardings: Any,
+                  rules: parallel.LogicalRules = parallel.ACTIVATION_RULES
+                  ) -> Callable[..., tuple[Any, Any]]:
+  """`decode.prefill` for `cfg`, jitted with params and cache sharded (the cache is donated).
 
-  The returned function takes `decode.generate`'s arguments after `cfg` and before
-  `max_new_tokens`: (params, cache, table, prompt, start, prompt_length, max_tokens, rng,
+  The returned function takes (params, cache, prompt, start, prompt_length).
+  """
+  rows = NamedSharding(mesh, P(parallel.BATCH_AXES))
+  cache = {"k": cache_sharding(mesh), "v": cache_sharding(mesh)}
+  return parallel.sharded_jit(
+      functools.partial(decode.prefill, cfg), mesh, (params_shardings, cache, rows, rows, rows),
+      (cache, rows), donate_argnums=(1,), rules=rules)
+
+
+def shard_decode_steps(cfg: ModelConfig, mesh: Mesh, params_shardings: Any, max_new_tokens: int,
+                       rules: parallel.LogicalRules = parallel.ACTIVATION_RULES
+                       ) -> Callable[..., decode.DecodeOutput]:
+  """`decode.decode_steps` for one (cfg, max_new_tokens), jitted with params and cache sharded.
+
+  The returned function takes `decode.decode_steps`'s arguments after `cfg` and before
+  `max_new_tokens`: (params, cache, logits, table, position, active, max_tokens, rng,
   temperature, top_p). The cache is donated.
   """
   rows = NamedSharding(mesh, P(parallel.BATCH_AXES))
   rep = parallel.replicated(mesh)
   cache = {"k": cache_sharding(mesh), "v": cache_sharding(mesh)}
-
-  def generate(params, cache_, table, prompt, start, prompt_length, max_tokens, rng, temperature,
-               top_p):
-    return decode.generate.__wrapped__(cfg, params, cache_, table, prompt, start, prompt_length,
-                                       max_tokens, rng, temperature, top_p, max_new_tokens)
-
+  steps = functools.partial(decode.decode_steps, cfg, max_new_tokens=max_new_tokens)
   out = decode.DecodeOutput(cache=cache, tokens=rows, logprobs=rows, num_tokens=rows)
   return parallel.sharded_jit(
-      generate, mesh, (params_shardings, cache, rep, rows, rows, rows, rows, rep, rep, rep), out,
+      steps, mesh, (params_shardings, cache, rows, rep, rows, rows, rows, rep, rep, rep), out,
       donate_argnums=(1,), rules=rules)

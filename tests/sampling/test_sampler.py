@@ -71,7 +71,7 @@ def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
   sampler.generate([TurnRequest(0, tuple(ctx), True, 4)])
   reset_ctx = head + tok.encode("<|im_start|>user\nSummary: said hi.<|im_end|>\n"
                                 "<|im_start|>assistant\n")
-  start, pending = sampler._plan(sampler.slots[sampler._slot_of(0)],
+  start, pending, _ = sampler._plan(sampler.slots[sampler._slot_of(0)],
                                  TurnRequest(0, tuple(reset_ctx), True, 4))
   assert start >= len(head) and start + len(pending) == len(reset_ctx)
   turn = sampler.generate([TurnRequest(0, tuple(reset_ctx), True, 6)])[0]

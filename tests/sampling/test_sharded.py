@@ -1,4 +1,4 @@
-"""Decoding on a device mesh equals decoding on one device: the jitted step and the sampler."""
+"""Decoding on a device mesh equals decoding on one device: the jitted stages and the sampler."""
 
 import flax.linen as nn
 import jax
@@ -20,7 +20,7 @@ CFG = config.tiny("qwen2")
 
 
 @pytest.mark.slow
-def test_sharded_generate_equals_single_device():
+def test_sharded_stages_equal_generate_on_one_device():
   mesh = parallel.make_mesh(parallel.MeshConfig(data=2, fsdp=2, tensor=2))
   ids = jnp.zeros((1, 1), jnp.int32)
   params = nn.meta.unbox(
@@ -35,9 +35,14 @@ def test_sharded_generate_equals_single_device():
                          max_new_tokens=new)
 
   params_sh = parallel.param_shardings(CFG, mesh)
-  generate = sharded.shard_generate(CFG, mesh, params_sh, new)
+  params_mesh = jax.device_put(params, params_sh)
+  table_, prompt_, start, length, max_tokens, rng, temperature, top_p = args
   cache = jax.device_put(transformer.init_cache(CFG, b, slots), sharded.cache_sharding(mesh))
-  got = generate(jax.device_put(params, params_sh), cache, *args)
+  cache, logits = sharded.shard_prefill(CFG, mesh, params_sh)(params_mesh, cache, prompt_, start,
+                                                               length)
+  got = sharded.shard_decode_steps(CFG, mesh, params_sh, new)(
+      params_mesh, cache, logits, table_, start + length, length > 0, max_tokens, rng,
+      temperature, top_p)
   np.testing.assert_array_equal(got.tokens, want.tokens)
   np.testing.assert_array_equal(got.num_tokens, want.num_tokens)
   np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
