@@ -35,6 +35,7 @@ def test_prompts_per_family():
     copilot_messages("x", "chess", config)
 
 
+@pytest.mark.slow
 def test_smollm2_decides_and_each_decision_is_a_learner_sample(harness_sampler,
                                                                counting_records):
   copilot = Copilot(harness_sampler, CopilotConfig(max_tokens=24))
@@ -56,6 +57,7 @@ def test_smollm2_decides_and_each_decision_is_a_learner_sample(harness_sampler,
   assert sample.reward == 1.5 and sample.trajectory_id == 5
 
 
+@pytest.mark.slow
 def test_a_copilot_that_never_emits_a_tag_falls_back_and_is_counted(harness_sampler,
                                                                     counting_records):
   # One token cannot hold a tag: every decision is the counted 50:50 fallback.
