@@ -122,6 +122,19 @@ class Sampler:
     if self._params_shardings is not None:
       params = jax.device_put(params, self._params_shardings)
     self._params = params
+    # The K/V cached for free slots were computed with the old params: a later prompt must not
+    # reuse them as its prefix.
+    self.drop_cached_prefixes()
+
+  def drop_cached_prefixes(self) -> None:
+    """Forgets the ids cached in free slots, so the next prompts prefill from their start.
+
+    Needed after a params swap; also makes a turn's numbers independent of what the sampler
+    decoded before (a resumed run decodes bit for bit as the uninterrupted one).
+    """
+    for slot in getattr(self, "slots", ()):
+      if slot.episode is None:
+        slot.cached, slot.pending = [], []
 
   def _decode(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
     """`decode.generate` after its config, for `new_tokens` (one sharded compile per bucket)."""
