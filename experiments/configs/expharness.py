@@ -64,6 +64,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.copilot.temperature = 1.0
   c.copilot.fallback_control = 50
   c.copilot.max_task_chars = 1500
+  # SmolLM2-135M wrote no tag in 24 tokens on the CPU default's tasks: force the opening one.
+  c.copilot.reply_prefix = "" if gpu else "<search>"
   c.copilot_cache_length = 1024 if gpu else 512  # the copilot sampler's window
 
   c.executor = ml_collections.ConfigDict()

@@ -13,17 +13,17 @@ from typing import Sequence
 from memex_jax.harness import feedback as feedback_lib
 from memex_jax.harness.embeddings import Encoder
 from memex_jax.harness.executor import Executor
-from memex_jax.harness.experience import ExperienceGraph
 from memex_jax.harness.pipeline import finished, safe_solve
 from memex_jax.harness.score_cache import NoMemoryScores
 from memex_jax.harness.summarizer import Summarizer
 from memex_jax.harness.tasks import HarnessTask
 
 
-def cold_start(graph: ExperienceGraph, tasks: Sequence[HarnessTask], executor: Executor,
-               summarizer: Summarizer, encoder: Encoder,
-               cache: NoMemoryScores | None = None) -> dict[str, int]:
-  """Solves `tasks` without experience, summarises, inserts; returns counters.
+def cold_start(tasks: Sequence[HarnessTask], executor: Executor, summarizer: Summarizer,
+               encoder: Encoder, cache: NoMemoryScores | None = None
+               ) -> tuple[list[feedback_lib.TaskFeedback], dict[str, int]]:
+  """Solves `tasks` without experience and summarises them: (feedback that inserts the units,
+  counters). Apply it with `feedback.apply_feedback` (after gathering it, on many hosts).
 
   Tasks whose run failed are skipped (counted); their No-Memory score is not cached.
   """
@@ -37,7 +37,5 @@ def cold_start(graph: ExperienceGraph, tasks: Sequence[HarnessTask], executor: E
   embeddings = encoder.encode([u.text for _, u in kept]) if kept else []
   entries = [feedback_lib.task_feedback(t.task_id, (), 0.0, u, e)
              for (t, u), e in zip(kept, embeddings)]
-  stats = feedback_lib.apply_feedback(graph, entries)
-  return {"cold_start_tasks": len(tasks), "cold_start_failed": len(tasks) - len(solved),
-          "cold_start_units": len(kept), "cold_start_insertions": stats.insertions,
-          "cold_start_duplicates": stats.duplicates}
+  return entries, {"cold_start_tasks": len(tasks),
+                   "cold_start_failed": len(tasks) - len(solved), "cold_start_units": len(kept)}

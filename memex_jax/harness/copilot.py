@@ -65,12 +65,16 @@ class CopilotConfig:
     temperature: sampling temperature in training (paper: 1.0); evaluation is greedy.
     fallback_control: R and W of a reply without a readable tag (paper: 50).
     max_task_chars: the task text is cut to this many characters in the prompt.
+    reply_prefix: text forced at the start of every reply (context, not sampled). "<search>"
+      steers a small copilot straight into the tag (SmolLM2-135M rarely writes one unprompted);
+      "" leaves the reply free, <think> included, as in the paper.
   """
 
   max_tokens: int = 48
   temperature: float = 1.0
   fallback_control: int = 50
   max_task_chars: int = 1500
+  reply_prefix: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +146,7 @@ class Copilot:
       raise ValueError(f"the copilot's sampler must stop on {STOP!r}; its stop strings are "
                        f"{sampler.config.stop_strings}")
     self.sampler, self.config = sampler, config
-    self.renderer = ChatRenderer(sampler.tokenizer)
+    self.renderer = ChatRenderer(sampler.tokenizer, assistant_prefix=config.reply_prefix)
 
   def decide(self, task_texts: Sequence[str], families: Sequence[str],
              greedy: bool = False) -> list[Decision]:

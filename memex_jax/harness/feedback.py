@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
@@ -131,10 +131,16 @@ def _allgather_bytes(payload: bytes) -> list[bytes]:
   return [gathered[i, :n].tobytes() for i, n in enumerate(lengths)]
 
 
+def allgather_json(value: Any,
+                   allgather: Callable[[bytes], list[bytes]] = _allgather_bytes) -> list[Any]:
+  """Every process's JSON-serialisable `value`, in process order, on every process."""
+  return [json.loads(part.decode("utf-8"))
+          for part in allgather(json.dumps(value).encode("utf-8"))]
+
+
 def gather_feedback(local: Sequence[TaskFeedback],
                     allgather: Callable[[bytes], list[bytes]] = _allgather_bytes
                     ) -> list[TaskFeedback]:
   """Every host's feedback as one list in the same order on all hosts (process 0's first)."""
-  payload = json.dumps([f.to_json() for f in local]).encode("utf-8")
-  return [TaskFeedback.from_json(entry) for part in allgather(payload)
-          for entry in json.loads(part.decode("utf-8"))]
+  parts = allgather_json([f.to_json() for f in local], allgather)
+  return [TaskFeedback.from_json(entry) for part in parts for entry in part]

@@ -69,3 +69,14 @@ def test_a_copilot_that_never_emits_a_tag_falls_back_and_is_counted(harness_samp
 def test_a_sampler_without_the_stop_is_refused(smollm2_sampler):
   with pytest.raises(ValueError, match=STOP):
     Copilot(smollm2_sampler)
+
+
+@pytest.mark.slow
+def test_a_reply_prefix_is_forced_context_and_part_of_the_parsed_text(harness_sampler,
+                                                                      counting_records):
+  copilot = Copilot(harness_sampler, CopilotConfig(max_tokens=8, reply_prefix="<search>"))
+  (decision,) = copilot.decide([counting_records[0].prompt], [prompts.QA], greedy=True)
+  assert decision.text.startswith("<search>")
+  prefix = copilot.renderer.tokenizer.encode("<search>")
+  assert list(decision.prompt_ids[-len(prefix):]) == prefix  # context, so never trained
+  assert (decision.restart, decision.weight, decision.parsed) == parse_controls(decision.text)
