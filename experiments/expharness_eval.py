@@ -154,6 +154,7 @@ def main(argv) -> None:
     slots = pipeline.retrieve_slots(graph, queries, [r for r, _ in controls],
                                     [w for _, w in controls], retrieval_cfg)
     results = pipeline.solve_with_slots(executor.executor, graph, eval_tasks, slots)
+    steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
     rows.append(dict(table_rows(method, eval_tasks, [r.score for r in results], steps),
                      failures=sum(r.error for r in results), fallbacks=fallbacks,
                      retrieved_per_task=float(np.mean([len(s) for s in slots]))))

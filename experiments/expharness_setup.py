@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 
 from memex_jax import harness
+from memex_jax.agent.chat import ChatRenderer
 from memex_jax import runs
 from memex_jax.envs.static import builders
 from memex_jax.envs.static import sources
 from memex_jax.harness import copilot as copilot_lib
-from memex_jax.harness.tasks import HarnessTask, static_task
+from memex_jax.harness.tasks import HarnessTask, agentic_task, static_task
 from memex_jax.models.policy import load_policy
 from memex_jax.sampling import Sampler, SamplerConfig
 from memex_jax.sampling.sampler import DEFAULT_STOPS
@@ -38,23 +39,42 @@ def _suite_records(suite: str, num: int, seed: int) -> list[sources.TaskRecord]:
   return [sources.TaskRecord.from_example(source[i]) for i in range(min(num, len(source)))]
 
 
+def _alfworld_tasks(c: Any) -> list[HarnessTask]:
+  """ALFWorld games of `config.tasks.alfworld_split`; the copilot and encoder read the game's
+  identifier (e.g. pick_and_place_simple-Mug-None-Cabinet-312, as the paper's Table 7)."""
+  from memex_jax.envs.alfworld import generate  # pylint: disable=g-import-not-at-top
+  games = generate.games_for(c.tasks.alfworld_dir, c.tasks.alfworld_split, c.tasks.per_suite,
+                             c.seed)
+  out = []
+  for game in games:
+    parts = os.path.normpath(game).split(os.sep)
+    name = next((p for p in reversed(parts) if "-" in p), parts[-1])
+    out.append(agentic_task(game, "alfworld", name.replace("_", " "), game,
+                            c.tasks.max_tokens))
+  return out
+
+
 def split_tasks(c: Any) -> tuple[list[HarnessTask], list[HarnessTask]]:
   """(train, eval) tasks: per suite, a seeded shuffle; the first eval_per_suite are held out.
 
   The split depends only on the config's tasks section and seed, so training and evaluation
   (separate processes) agree on it, and no evaluation task is ever trained on.
   """
+  if "alfworld" in c.tasks.suites and len(c.tasks.suites) > 1:
+    raise ValueError("config.tasks.suites: ALFWorld runs alone (its executor is the agent loop, "
+                     "the static suites' a single completion)")
   train, held_out = [], []
   for suite in c.tasks.suites:
     if suite == "alfworld":
-      raise ValueError("config.tasks.suites: ALFWorld is not wired into the ExpHarness entry "
-                       "points yet; use the static suites")
-    records = _suite_records(suite, c.tasks.per_suite, c.seed)
-    if len(records) <= c.tasks.eval_per_suite:
-      raise ValueError(f"suite {suite}: {len(records)} tasks leave none for training after "
+      tasks = _alfworld_tasks(c)
+    else:
+      tasks = [static_task(r, c.tasks.max_tokens)
+               for r in _suite_records(suite, c.tasks.per_suite, c.seed)]
+    if len(tasks) <= c.tasks.eval_per_suite:
+      raise ValueError(f"suite {suite}: {len(tasks)} tasks leave none for training after "
                        f"holding out eval_per_suite={c.tasks.eval_per_suite}")
-    order = np.random.default_rng(c.seed).permutation(len(records))
-    tasks = [static_task(records[i], c.tasks.max_tokens) for i in order]
+    order = np.random.default_rng(c.seed).permutation(len(tasks))
+    tasks = [tasks[i] for i in order]
     held_out += tasks[:c.tasks.eval_per_suite]
     train += tasks[c.tasks.eval_per_suite:]
   overlap = {t.task_id for t in train} & {t.task_id for t in held_out}
@@ -88,7 +108,16 @@ def build_executor(c: Any) -> Executor:
       prompt_bucket=128, new_tokens_bucket=16))
   local = harness.SamplerExecutor(sampler)
   name = c.executor_model.gguf or "smollm2-135m-instruct"
-  return Executor(local, local, f"sampler:{name}:{c.executor_model.dtype}:greedy", sampler)
+  key = f"sampler:{name}:{c.executor_model.dtype}:greedy"
+  if tuple(c.tasks.suites) == ("alfworld",):  # whole episodes, standard mode (commands shown)
+    from memex_jax.agent import presets  # pylint: disable=g-import-not-at-top
+    from memex_jax.envs.alfworld import env as alfworld_env  # pylint: disable=g-import-not-at-top
+    agent_cfg = presets.smollm2_alfworld(max_steps=c.tasks.alfworld_max_steps,
+                                         context_window=c.executor.cache_length)
+    agent = harness.AgentExecutor(sampler, ChatRenderer(tokenizer), agent_cfg,
+                                  alfworld_env.AlfWorldEnv, episodes_per_call=c.executor.num_slots)
+    return Executor(agent, local, f"agent:{key}:steps{c.tasks.alfworld_max_steps}", sampler)
+  return Executor(local, local, key, sampler)
 
 
 def copilot_sampler(c: Any, model_cfg: Any, params: Any, tokenizer: Any, num_slots: int,

@@ -50,7 +50,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.tasks.eval_per_suite = 200 if gpu else 4
   c.tasks.cold_start = 64 if gpu else 2  # training tasks solved without experience first
   c.tasks.max_tokens = 512 if gpu else 48  # executor reply budget per task (per turn, agentic)
-  c.tasks.alfworld_dir = ""  # generated games ('' = the family's cache)
+  c.tasks.alfworld_dir = ""  # a game root ('' = generated into the family's cache)
+  c.tasks.alfworld_split = "train"  # games taken from it, then held out like a static suite
   c.tasks.alfworld_max_steps = 30 if gpu else 3
 
   c.batch_size = 16 if gpu else 2  # tasks per PPO step

@@ -58,6 +58,7 @@ class ExecutorResult:
     error: the executor failed to respond (e.g. an endpoint timeout); scored as a failure.
     transcript: an episode's turns after its task message (actions and observations), what a
       summarizer reads of it; "" for single-turn executors (their response is the whole turn).
+    steps: an episode's agent turns; None for single-turn executors.
   """
 
   response: str
@@ -68,6 +69,7 @@ class ExecutorResult:
   detail: str = ""
   error: bool = False
   transcript: str = ""
+  steps: int | None = None
 
 
 class Executor(Protocol):
@@ -225,4 +227,4 @@ def _episode_result(trajectory: Trajectory) -> ExecutorResult:
   return ExecutorResult(trajectory.answer or "", float(m.success), bool(m.success),
                         m.total_tokens - m.generated_tokens, m.generated_tokens,
                         trajectory.error or m.finish_reason, error=bool(trajectory.error),
-                        transcript="\n".join(turns))
+                        transcript="\n".join(turns), steps=m.steps)

@@ -18,6 +18,14 @@ TINY = ("--config.tasks.per_suite=6", "--config.tasks.eval_per_suite=2",
         "--config.executor.cache_length=512")
 
 
+def _train(entry_point, *flags):
+  return entry_point("expharness_ppo", *flags, config="expharness")
+
+
+def _evaluate(entry_point, *flags):
+  return entry_point("expharness_eval", *flags, config="expharness")
+
+
 def _rows(workdir, kind="train"):
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   return [r for r in rows if r["kind"] == kind]
@@ -43,13 +51,13 @@ def _policy(workdir):
 @pytest.mark.slow
 def test_a_resumed_run_ends_bit_for_bit_where_an_uninterrupted_one_does(tmp_path, entry_point):
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-  run = entry_point("expharness_ppo", f"--config.workdir={straight}",
+  run = _train(entry_point, f"--config.workdir={straight}",
                     "--config.num_iterations=2", *TINY)
   assert run.returncode == 0, run.stderr[-3000:]
-  first = entry_point("expharness_ppo", f"--config.workdir={resumed}",
+  first = _train(entry_point, f"--config.workdir={resumed}",
                       "--config.num_iterations=1", *TINY)
   assert first.returncode == 0, first.stderr[-3000:]
-  second = entry_point("expharness_ppo", f"--config.workdir={resumed}",
+  second = _train(entry_point, f"--config.workdir={resumed}",
                        "--config.num_iterations=2", *TINY)
   assert second.returncode == 0, second.stderr[-3000:]
   assert "resuming at iteration 1" in second.stdout + second.stderr
@@ -68,13 +76,13 @@ def test_a_resumed_run_ends_bit_for_bit_where_an_uninterrupted_one_does(tmp_path
 
   # A corrupt graph file: evaluation stops with a clear error naming it.
   (resumed / "graph" / "step_2.npz").write_bytes(b"not a zip file")
-  broken = entry_point("expharness_eval", f"--config.workdir={resumed}", *TINY,
+  broken = _evaluate(entry_point, f"--config.workdir={resumed}", *TINY,
                        "--config.eval.methods=('expharness',)")
   assert broken.returncode != 0
   assert "step_2.npz" in broken.stderr and "cannot read the experience graph" in broken.stderr
 
   # Evaluation of the intact run: one row per method, the construction ablations marked.
-  done = entry_point("expharness_eval", f"--config.workdir={straight}", *TINY)
+  done = _evaluate(entry_point, f"--config.workdir={straight}", *TINY)
   assert done.returncode == 0, done.stderr[-3000:]
   results = json.loads((straight / "eval" / "results.json").read_text())
   labels = [r["label"] for r in results["rows"]]
@@ -93,7 +101,7 @@ def test_a_resumed_run_ends_bit_for_bit_where_an_uninterrupted_one_does(tmp_path
 def test_an_unreachable_executor_and_a_tagless_copilot_are_counted(tmp_path, entry_point,
                                                                   free_port):
   workdir = tmp_path / "run"
-  run = entry_point("expharness_ppo", f"--config.workdir={workdir}", "--config.num_iterations=1",
+  run = _train(entry_point, f"--config.workdir={workdir}", "--config.num_iterations=1",
                     *TINY, "--config.executor.kind=http",
                     f"--config.endpoint.base_url=http://127.0.0.1:{free_port}/v1",
                     "--config.endpoint.max_retries=0", "--config.endpoint.timeout_s=5",
