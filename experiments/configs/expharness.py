@@ -126,6 +126,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.optim.critic_learning_rate = 1e-5
   c.optim.weight_decay = 0.0
   c.optim.clip_norm = 1.0
+  c.optim.decay_steps = 500 if gpu else 0  # cosine decay over the paper's 500 gradient steps
 
   c.ppo = ml_collections.ConfigDict()
   c.ppo.epochs = 1

@@ -57,16 +57,20 @@ def actor_critic_params(policy_params: Any, value_head_params: Any) -> dict[str,
 
 def actor_critic_optimizer(actor_learning_rate: float = 5e-6, critic_learning_rate: float = 1e-5,
                            weight_decay: float = 0.0, clip_norm: float | None = 1.0,
-                           warmup_steps: int = 0) -> optax.GradientTransformation:
+                           decay_steps: int = 0) -> optax.GradientTransformation:
   """AdamW with one param group per role: the policy at the actor rate, the head at the critic's.
 
   Args:
     actor_learning_rate: rate of the policy's params (ExpHarness: 5e-6).
     critic_learning_rate: rate of the value head's params (ExpHarness: 1e-5).
-    weight_decay, clip_norm, warmup_steps: as `make_optimizer`, per group.
+    weight_decay, clip_norm: as `make_optimizer`, per group.
+    decay_steps: > 0: both rates decay to 0 along a cosine over this many updates, no warm-up
+      (ExpHarness's schedule); 0 keeps them constant.
   """
-  group = lambda lr: make_optimizer(lr, weight_decay=weight_decay, clip_norm=clip_norm,
-                                    warmup_steps=warmup_steps)
+  def group(lr):
+    schedule = optax.cosine_decay_schedule(lr, decay_steps) if decay_steps else lr
+    return make_optimizer(schedule, weight_decay=weight_decay, clip_norm=clip_norm)
+
   return optax.multi_transform(
       {"actor": group(actor_learning_rate), "critic": group(critic_learning_rate)},
       {POLICY: "actor", VALUE_HEAD: "critic"})

@@ -140,3 +140,19 @@ def test_actor_critic_updates_fit_the_values_and_raise_the_better_completion(
   rows = np.asarray(batch.trajectory_ids)
   # The rewarded completion became more likely, the penalised one less.
   assert change[rows == 0].sum() > 0 > change[rows == 1].sum()
+
+
+def test_cosine_decay_reaches_zero_after_decay_steps():
+  # Adam's update is ~lr * sign(g); over a 2-step cosine, lr_k = lr * (1 + cos(pi k / 2)) / 2:
+  # lr, lr / 2, 0 for k = 0, 1, 2.
+  params = ppo.actor_critic_params({"w": jnp.ones(3)}, {"b": jnp.ones(2)})
+  optimizer = ppo.actor_critic_optimizer(1e-3, 1e-2, clip_norm=None, decay_steps=2)
+  opt_state = optimizer.init(params)
+  grads = jax.tree.map(jnp.ones_like, params)
+  moves = []
+  for _ in range(3):
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    moves.append((float(jnp.abs(updates["policy"]["w"]).max()),
+                  float(jnp.abs(updates["value_head"]["b"]).max())))
+  np.testing.assert_allclose(moves, [(1e-3, 1e-2), (5e-4, 5e-3), (0.0, 0.0)], rtol=1e-3,
+                             atol=1e-9)
