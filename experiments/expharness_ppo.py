@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import os
 import time
 from typing import Any
@@ -71,6 +72,17 @@ def _samples(records: list[dict[str, Any]], first_id: int) -> list[rl.Sample]:
         rollout_logprobs=np.r_[np.zeros(n), r["logprobs"]].astype(np.float32),
         trajectory_id=first_id + i, group_id=first_id + i, reward=float(r["reward"])))
   return out
+
+
+def _write_rollouts(path: str, ro: pipeline.Rollout) -> None:
+  """One JSON line per task: what the copilot wrote and chose, what was retrieved and scored."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    for task, d, slots, s_with, s_without, reward in zip(ro.tasks, ro.decisions, ro.slots,
+                                                          ro.s_with, ro.s_without, ro.rewards):
+      f.write(json.dumps({"task": task.task_id, "copilot": d.text, "R": d.restart,
+                          "W": d.weight, "parsed": d.parsed, "slots": list(slots),
+                          "s_with": s_with, "s_without": s_without, "reward": reward}) + "\n")
 
 
 @runs.exits_on_config_error
@@ -153,6 +165,7 @@ def main(argv) -> None:
       records = [r for part in records for r in part]
       feedback = feedback_lib.gather_feedback(ro.feedback)
       rollout_s = time.perf_counter() - start
+      _write_rollouts(f"{c.workdir}/rollouts/host{host}_iteration_{it + 1}.jsonl", ro)
       metrics = dict(ro.metrics)
       # 2. PPO on the copilot's replies: old logprobs and values, reference, GAE, epochs.
       learn_start = time.perf_counter()
