@@ -77,8 +77,12 @@ def test_two_processes_gather_feedback_and_end_with_identical_graphs(tmp_path, f
   procs = [subprocess.Popen([sys.executable, str(HOST), address, str(p), str(outs[p])], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
            for p in range(2)]
-  for p in procs:
-    output, _ = p.communicate(timeout=240)
+  try:
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+  finally:
+    for p in procs:
+      p.kill()  # no-op for a finished process; a hung host must not outlive the test
+  for p, output in zip(procs, outputs):
     assert p.returncode == 0, output[-3000:]
   first, second = _members(outs[0]), _members(outs[1])
   assert first.keys() == second.keys()
