@@ -41,3 +41,34 @@ def test_alfworld_games_split_like_a_suite(games_root):
     assert any(kind in task.text for kind in ("pick", "look", "clean", "heat", "cool"))
   with pytest.raises(ValueError, match="ALFWorld runs alone"):
     setup.split_tasks(_config(suites=("alfworld", "gsm_symbolic")))
+
+
+@pytest.mark.parametrize("variant", ["", "gpu"])
+def test_config_sections_build_their_objects(variant):
+  from memex_jax import rl, runs  # pylint: disable=g-import-not-at-top
+  from memex_jax.harness.copilot import CopilotConfig  # pylint: disable=g-import-not-at-top
+  from memex_jax.harness.summarizer import SummarizerConfig  # pylint: disable=g-import-not-at-top
+  c = expharness.get_config(variant)
+  graph_cfg, retrieval_cfg = setup.harness_configs(c, "full", 384)
+  assert graph_cfg.embed_dim == 384 and retrieval_cfg.top_k <= graph_cfg.capacity
+  runs.from_section(CopilotConfig, c.copilot, "config.copilot")
+  runs.from_section(SummarizerConfig, c.summarizer, "config.summarizer")
+  runs.from_section(rl.LossConfig, c.loss, "config.loss")
+  runs.from_section(rl.ValueLossConfig, c.value_loss, "config.value_loss")
+  runs.from_section(rl.token_advantage_fn, c.advantage, "config.advantage")
+  runs.from_section(rl.actor_critic_optimizer, c.optim, "config.optim")
+  for ablation in ("no_similarity_filter", "flat", "no_diffusion", "no_utility_ranking"):
+    assert setup.harness_configs(c, ablation, 384) != (graph_cfg, retrieval_cfg)
+
+
+def test_gpu_variant_is_the_paper_setting():
+  c = expharness.get_config("gpu")
+  assert (c.optim.actor_learning_rate, c.optim.critic_learning_rate) == (5e-6, 1e-5)
+  assert c.loss.kl_coef == 0.01 and c.copilot.temperature == 1.0 and c.eta == 1.0
+  assert c.batch_size == 16 and c.num_iterations == 500 and c.optim.decay_steps == 500
+  assert (c.graph.capacity, c.graph.k_nn, c.graph.edge_threshold, c.graph.utility_ema) == (
+      2000, 5, 0.3, 0.1)
+  assert (c.retrieval.num_seeds, c.retrieval.top_k, c.retrieval.ucb_c) == (10, 10, 1.0)
+  assert c.copilot.reply_prefix == ""  # the paper's copilot writes its own tag
+  with pytest.raises(ValueError, match="unknown expharness config variant"):
+    expharness.get_config("tpu")
