@@ -1,5 +1,9 @@
-"""ExpHarness: the experience graph, its diffusion, copilot-controlled retrieval, executors."""
+"""ExpHarness: the experience graph, its diffusion, copilot-controlled retrieval, executors, and
+the learning half (copilot, summarizer, graph feedback, s_without cache, cold start, pipeline)."""
 
+from memex_jax.harness.copilot import Copilot
+from memex_jax.harness.copilot import CopilotConfig
+from memex_jax.harness.copilot import Decision
 from memex_jax.harness.diffusion import personalized_pagerank
 from memex_jax.harness.diffusion import undirected_personalized_pagerank
 from memex_jax.harness.executor import AgentExecutor
@@ -9,6 +13,10 @@ from memex_jax.harness.executor import ExecutorResult
 from memex_jax.harness.executor import ExecutorTask
 from memex_jax.harness.executor import SamplerExecutor
 from memex_jax.harness.experience import ExperienceGraph
+from memex_jax.harness.feedback import apply_feedback
+from memex_jax.harness.feedback import copilot_reward
+from memex_jax.harness.feedback import gather_feedback
+from memex_jax.harness.feedback import TaskFeedback
 from memex_jax.harness.experience import ExperienceUnit
 from memex_jax.harness.graph import GraphConfig
 from memex_jax.harness.graph import GraphState
@@ -27,6 +35,12 @@ from memex_jax.harness.retrieval import ablation_configs
 from memex_jax.harness.retrieval import retrieve
 from memex_jax.harness.retrieval import RetrievalConfig
 from memex_jax.harness.retrieval import Retrieved
+from memex_jax.harness.score_cache import NoMemoryScores
+from memex_jax.harness.score_cache import ScoreCacheError
+from memex_jax.harness.summarizer import FinishedTrajectory
+from memex_jax.harness.summarizer import Summarizer
+from memex_jax.harness.summarizer import SummarizerConfig
+from memex_jax.harness.tasks import HarnessTask
 from memex_jax.harness.embeddings import Encoder
 from memex_jax.harness.embeddings import MINILM_NAME
 from memex_jax.harness.embeddings import TextEncoder

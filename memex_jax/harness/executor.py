@@ -56,6 +56,9 @@ class ExecutorResult:
     completion_tokens: tokens it generated.
     detail: the metric's reason, or why there is no response (then `error` is True).
     error: the executor failed to respond (e.g. an endpoint timeout); scored as a failure.
+    transcript: an episode's turns after its task message (actions and observations), what a
+      summarizer reads of it; "" for single-turn executors (their response is the whole turn).
+    steps: an episode's agent turns; None for single-turn executors.
   """
 
   response: str
@@ -65,6 +68,8 @@ class ExecutorResult:
   completion_tokens: int
   detail: str = ""
   error: bool = False
+  transcript: str = ""
+  steps: int | None = None
 
 
 class Executor(Protocol):
@@ -216,6 +221,10 @@ class AgentExecutor:
 
 def _episode_result(trajectory: Trajectory) -> ExecutorResult:
   m = trajectory.metrics
+  # Each segment opens with [system, task]: the transcript is what follows.
+  turns = [f"{message.role}: {message.content}" for segment in trajectory.segments
+           for message in segment.messages[2:]]
   return ExecutorResult(trajectory.answer or "", float(m.success), bool(m.success),
                         m.total_tokens - m.generated_tokens, m.generated_tokens,
-                        trajectory.error or m.finish_reason, error=bool(trajectory.error))
+                        trajectory.error or m.finish_reason, error=bool(trajectory.error),
+                        transcript="\n".join(turns), steps=m.steps)

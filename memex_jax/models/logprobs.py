@@ -52,6 +52,32 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
   return chosen, entropy
 
 
+def shift_to_targets(x: Array, tokens: Array, segment_ids: Array | None = None) -> Array:
+  """[B T-1] per-position predictions (position t predicts token t + 1) -> [B T] per target.
+
+  Entry t of the result belongs to tokens[:, t]; entry 0 of each row, and with segment ids the
+  first token of each packed segment, get 0 (nothing precedes them).
+  """
+  starts = jnp.zeros(tokens.shape, bool).at[:, 0].set(True)
+  if segment_ids is not None:
+    starts = starts.at[:, 1:].set(segment_ids[:, 1:] != segment_ids[:, :-1])
+  return jnp.where(starts, 0.0, jnp.pad(x, ((0, 0), (1, 0))))
+
+
+def logprobs_from_hidden(cfg: ModelConfig, params: dict, hidden: Array, tokens: Array,
+                         segment_ids: Array | None = None, temperature: float = 1.0,
+                         chunk_size: int = 512) -> tuple[Array, Array]:
+  """(logprobs [B T], entropy [B T]) of tokens from the model's final hidden states [B T D].
+
+  For callers that read the hidden states for something else too (a value head): one forward.
+  """
+  head = transformer.head_kernel(params, cfg)
+  logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature,
+                                   chunk_size)  # B T-1
+  return (shift_to_targets(logp, tokens, segment_ids),
+          shift_to_targets(entropy, tokens, segment_ids))
+
+
 def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: Array,
                       segment_ids: Array | None = None, temperature: float = 1.0,
                       chunk_size: int = 512, return_entropy: bool = False):
@@ -63,11 +89,6 @@ def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: 
   model = transformer.Transformer(cfg)
   hidden, _ = model.apply({"params": params}, tokens, positions, segment_ids=segment_ids,
                           return_hidden=True)  # B T D
-  head = transformer.head_kernel(params, cfg)
-  logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature,
-                                   chunk_size)  # B T-1
-  starts = jnp.zeros(tokens.shape, bool).at[:, 0].set(True)
-  if segment_ids is not None:
-    starts = starts.at[:, 1:].set(segment_ids[:, 1:] != segment_ids[:, :-1])
-  shift = lambda x: jnp.where(starts, 0.0, jnp.pad(x, ((0, 0), (1, 0))))
-  return (shift(logp), shift(entropy)) if return_entropy else shift(logp)
+  logp, entropy = logprobs_from_hidden(cfg, params, hidden, tokens, segment_ids, temperature,
+                                       chunk_size)
+  return (logp, entropy) if return_entropy else logp

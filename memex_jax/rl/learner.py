@@ -108,7 +108,7 @@ def fill_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
   return batch.replace(**{field: logp})
 
 
-def _apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState,
+def apply_if_finite(optimizer: optax.GradientTransformation, state: TrainState,
                      batch: PackedBatch, loss: Array, grads: Any,
                      metrics: Metrics) -> tuple[TrainState, Metrics]:
   """One optimizer update, or none if loss or gradients are not finite or nothing is trained.
@@ -144,7 +144,7 @@ def train_step(model_cfg: ModelConfig, loss_cfg: LossConfig,
     return policy_loss(logp, batch, loss_cfg, entropy)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  return _apply_if_finite(optimizer, state, batch, loss, grads, metrics)
+  return apply_if_finite(optimizer, state, batch, loss, grads, metrics)
 
 
 def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
@@ -156,7 +156,7 @@ def sft_step(model_cfg: ModelConfig, optimizer: optax.GradientTransformation,
     return sft_loss(logp, batch)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  return _apply_if_finite(optimizer, state, batch, loss, grads, metrics)
+  return apply_if_finite(optimizer, state, batch, loss, grads, metrics)
 
 
 def sft_nll_sum(model_cfg: ModelConfig, params: Any, batch: PackedBatch) -> tuple[Array, Array]:

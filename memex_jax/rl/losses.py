@@ -156,6 +156,55 @@ def policy_loss(logprobs: Array, batch: PackedBatch, config: LossConfig,
   return loss, metrics
 
 
+@dataclasses.dataclass(frozen=True)
+class ValueLossConfig:
+  """The critic's loss (hashable: a static jit argument).
+
+  Attributes:
+    clip: a new value may move at most this far from the old one before the clipped term binds
+      (PPO's value clipping); None disables it.
+    coef: weight of the value loss beside the policy loss.
+  """
+
+  clip: float | None = 0.2
+  coef: float = 0.5
+
+  def __post_init__(self):
+    if (self.clip is not None and self.clip <= 0) or self.coef < 0:
+      raise ValueError(f"ValueLossConfig needs clip > 0 (or None) and coef >= 0: {self}")
+
+
+def value_loss(values: Array, batch: PackedBatch,
+               config: ValueLossConfig) -> tuple[Array, dict[str, Array]]:
+  """PPO's clipped value loss, a mean over the trained tokens.
+
+  Per token: 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2) with R the returns.
+
+  Args:
+    values: [B T] the critic's values under the params being trained.
+    batch: with old_values and returns filled.
+    config: the clip and the coefficient (the coefficient is applied by the caller).
+
+  Returns:
+    (loss, {'value_loss', 'value_clip_frac', 'value_mean', 'return_mean'}).
+  """
+  mask = batch.loss_mask > 0
+  returns = jnp.where(mask, batch.returns, 0.0)
+  values = jnp.where(mask, values, 0.0)
+  squared = jnp.square(values - returns)
+  clip_frac = jnp.zeros(())
+  if config.clip is not None:
+    old = jnp.where(mask, batch.old_values, 0.0)
+    clipped = old + jnp.clip(values - old, -config.clip, config.clip)
+    clipped_squared = jnp.square(clipped - returns)
+    clip_frac = _masked_mean(clipped_squared > squared, mask)
+    squared = jnp.maximum(squared, clipped_squared)
+  loss = 0.5 * _masked_mean(squared, mask)
+  return loss, {"value_loss": loss, "value_clip_frac": clip_frac,
+                "value_mean": _masked_mean(values, mask),
+                "return_mean": _masked_mean(returns, mask)}
+
+
 def sft_loss(logprobs: Array, batch: PackedBatch) -> tuple[Array, dict[str, Array]]:
   """Mean negative log-likelihood over the trained tokens (assistant turns of demonstrations).
 

@@ -38,6 +38,10 @@ class PackedBatch:
     ref_logprobs: [B T] float32, the frozen reference model's logprobs.
     advantages: [B T] float32, the advantage of the token's trajectory.
     trajectory_ids: [B T] int32, PADDING_TRAJECTORY on padding.
+    old_values: [B T] float32, the critic's values at the start of the iteration (PPO with a
+      value head; None or zeros otherwise). Like logprobs, entry t belongs to token t: the
+      value of the state that token t was sampled from.
+    returns: [B T] float32, the critic's targets (GAE advantage + old value; PPO only).
   """
 
   tokens: Any
@@ -49,6 +53,8 @@ class PackedBatch:
   ref_logprobs: Any
   advantages: Any
   trajectory_ids: Any
+  old_values: Any = None
+  returns: Any = None
 
   def replace(self, **changes: Any) -> "PackedBatch":
     return dataclasses.replace(self, **changes)
@@ -98,7 +104,8 @@ def empty_batch(batch_size: int, seq_len: int) -> PackedBatch:
   return PackedBatch(
       tokens=ints(0), positions=ints(0), segment_ids=ints(PADDING_SEGMENT), loss_mask=floats(),
       rollout_logprobs=floats(), old_logprobs=floats(), ref_logprobs=floats(),
-      advantages=floats(), trajectory_ids=ints(PADDING_TRAJECTORY))
+      advantages=floats(), trajectory_ids=ints(PADDING_TRAJECTORY), old_values=floats(),
+      returns=floats())
 
 
 def _first_fit(lengths: Sequence[int], seq_len: int) -> tuple[list[int], list[int], int]:

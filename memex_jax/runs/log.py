@@ -1,4 +1,4 @@
-"""Run metrics: one JSON line per record plus TensorBoard scalars, under a workdir."""
+"""Run metrics: a JSON line per record plus TensorBoard scalars and number-list histograms."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import math
 import pathlib
 from typing import Any, Mapping
+
+import numpy as np
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -37,6 +39,8 @@ class RunLog:
       for key, value in record.items():
         if isinstance(value, (int, float)) and key != "step" and math.isfinite(value):
           self._tb.add_scalar(f"{kind}/{key}", value, step)
+        elif _is_histogram(value):  # a list of numbers, e.g. the copilot's R values
+          self._tb.add_histogram(f"{kind}/{key}", np.asarray(value, np.float64), step)
       self._tb.flush()
 
   def close(self) -> None:
@@ -55,6 +59,11 @@ def read_log(path: str | pathlib.Path, kind: str | None = None) -> list[dict[str
     if kind is None or record.get("kind") == kind:
       records.append(record)
   return records
+
+
+def _is_histogram(value: Any) -> bool:
+  return (isinstance(value, list) and bool(value)
+          and all(isinstance(v, (int, float)) and math.isfinite(v) for v in value))
 
 
 def _ends_mid_line(path: pathlib.Path) -> bool:

@@ -24,11 +24,13 @@ TRAINING_PANELS = (
 )
 
 
-def plot_training(metrics_path: str | pathlib.Path, out_dir: str | pathlib.Path) -> pathlib.Path:
-  """Four panels of training curves from metrics.jsonl -> out_dir/training.png."""
+def plot_training(metrics_path: str | pathlib.Path, out_dir: str | pathlib.Path,
+                  panels: Sequence[tuple[str, Sequence[str]]] = TRAINING_PANELS) -> pathlib.Path:
+  """One panel of training curves per (title, metric keys) from metrics.jsonl (Memex's four by
+  default) -> out_dir/training.png."""
   records = run_log.read_log(metrics_path, kind="train")
-  fig, axes = plt.subplots(1, len(TRAINING_PANELS), figsize=(4.2 * len(TRAINING_PANELS), 3.4))
-  for ax, (title, keys) in zip(axes, TRAINING_PANELS):
+  fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
+  for ax, (title, keys) in zip(axes, panels):
     for key in keys:
       points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
       if points:
@@ -65,6 +67,19 @@ def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
   axes[2].legend()
   for ax in axes:
     ax.tick_params(axis="x", labelrotation=20)
+  fig.tight_layout()
+  return save_figure(fig, out_dir, name)
+
+
+def plot_bars(rows: Sequence[dict[str, Any]], value: str, error: str, title: str,
+              out_dir: str | pathlib.Path, name: str) -> pathlib.Path:
+  """One bar per row (`label`), height `row[value]` with `row[error]` error bars."""
+  fig, ax = plt.subplots(figsize=(1.2 * len(rows) + 2.5, 3.8))
+  ax.bar([r["label"] for r in rows], [r[value] for r in rows],
+         yerr=[r.get(error, 0.0) for r in rows], capsize=4)
+  ax.set_title(title)
+  ax.tick_params(axis="x", labelrotation=30)
+  ax.grid(axis="y", alpha=0.3)
   fig.tight_layout()
   return save_figure(fig, out_dir, name)
 

@@ -151,8 +151,18 @@ class Sampler:
     if self._params_shardings is not None:
       params = jax.device_put(params, self._params_shardings)
     self._params = params
+    # K/V cached under the old params (the shared prefix, free slots) must not be reused.
+    self.drop_cached_prefixes()
+
+  def drop_cached_prefixes(self) -> None:
+    """Forgets the shared prefix and the ids cached in free slots, so the next prompts prefill
+    from their start.
+
+    Needed after a params swap; also makes a turn's numbers independent of what the sampler
+    decoded before (a resumed run decodes bit for bit as the uninterrupted one).
+    """
     self.shared = None
-    for slot in self.slots:
+    for slot in getattr(self, "slots", ()):
       if slot.episode is None:
         slot.cached, slot.pending = [], []
 

@@ -9,16 +9,19 @@ import pytest
 
 @pytest.fixture
 def entry_point():
-  """`run(module, *flags, devices=1)`: `python -m experiments.<module>` with its config file.
+  """`run(module, *flags, devices=1, config=module)`: `python -m experiments.<module>` with
+  experiments/configs/<config>.py.
 
   The process sees `devices` CPU devices (the test session's 8 fake ones are not inherited) and
-  gets 10 minutes; the CompletedProcess holds its exit status, stdout and stderr.
+  gets `timeout` seconds (default 10 minutes); the CompletedProcess holds its exit status,
+  stdout and stderr.
   """
-  def run(module: str, *flags: str, devices: int = 1) -> subprocess.CompletedProcess:
+  def run(module: str, *flags: str, devices: int = 1, config: str | None = None,
+          timeout: int = 600) -> subprocess.CompletedProcess:
     xla_flags = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
     return subprocess.run(
         [sys.executable, "-m", f"experiments.{module}", "--config",
-         f"experiments/configs/{module}.py", *flags],
-        env={**os.environ, "XLA_FLAGS": xla_flags}, capture_output=True, text=True, timeout=600,
+         f"experiments/configs/{config or module}.py", *flags],
+        env={**os.environ, "XLA_FLAGS": xla_flags}, capture_output=True, text=True, timeout=timeout,
         check=False)
   return run

@@ -96,7 +96,7 @@ def test_bad_input_names_the_sample(make_sample):
 
 def test_packed_batch_is_a_pytree_that_jit_accepts(make_sample):
   packed, _ = packing.pack_samples([make_sample([1, 2], [0, 1], 0)], {0: 1.0}, 2, 3)
-  assert len(jax.tree.leaves(packed)) == 9
+  assert len(jax.tree.leaves(packed)) == 11  # with the PPO fields old_values and returns
   doubled = jax.jit(lambda b: b.replace(advantages=2 * b.advantages))(packed)
   assert isinstance(doubled, packing.PackedBatch) and doubled.shape == (2, 3)
   np.testing.assert_array_equal(doubled.advantages[0], [2.0, 2.0, 0.0])

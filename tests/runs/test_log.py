@@ -24,3 +24,31 @@ def test_resumed_run_appends_and_torn_line_is_skipped(tmp_path):
   records = run_log.read_log(tmp_path / run_log.METRICS_FILE)
   assert [r["step"] for r in records] == [1, 3]
 
+
+
+def _events(folder):
+  """Every Event in the TensorBoard files under `folder` (TFRecord framing, read by hand)."""
+  import struct  # pylint: disable=g-import-not-at-top
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  out = []
+  for path in sorted(folder.iterdir()):
+    data = path.read_bytes()
+    offset = 0
+    while offset < len(data):
+      (length,) = struct.unpack("<Q", data[offset:offset + 8])
+      out.append(event_pb2.Event.FromString(data[offset + 12:offset + 12 + length]))
+      offset += 12 + length + 4
+  return out
+
+
+def test_number_lists_are_kept_and_become_histograms(tmp_path):
+  log = run_log.RunLog(tmp_path)
+  log.write(1, {"R": [20, 50, 50, 80], "reward": 0.5, "names": ["a", "b"]})
+  log.close()
+  [record] = run_log.read_log(tmp_path / run_log.METRICS_FILE)
+  assert record["R"] == [20, 50, 50, 80] and record["names"] == ["a", "b"]
+  values = [v for e in _events(tmp_path / "tensorboard") for v in e.summary.value]
+  histograms = {v.tag: v.histo for v in values if v.HasField("histo")}
+  assert set(histograms) == {"train/R"}  # the list of strings is not a histogram
+  assert histograms["train/R"].num == 4 and histograms["train/R"].max == 80
+  assert any(v.tag == "train/reward" for v in values)

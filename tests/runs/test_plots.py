@@ -19,3 +19,16 @@ def test_training_and_evaluation_plots(tmp_path):
            "num_compress": 3, "num_read": 0}]
   eval_path = plots.plot_evaluation(rows, tmp_path / "plots")
   assert eval_path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_custom_training_panels_and_bars(tmp_path):
+  log = run_log.RunLog(tmp_path, tensorboard=False)
+  for step in range(1, 4):
+    log.write(step, {"reward": 0.1 * step, "s_with": 0.5, "R": [10, 20]})
+  path = plots.plot_training(tmp_path / run_log.METRICS_FILE, tmp_path / "plots",
+                             (("copilot reward", ("reward",)), ("score", ("s_with",))))
+  assert path.read_bytes()[:8] == PNG_MAGIC
+  bars = plots.plot_bars([{"label": "no_memory", "average": 0.4, "average_se": 0.05},
+                          {"label": "expharness", "average": 0.5, "average_se": 0.04}],
+                         "average", "average_se", "held-out score", tmp_path / "plots", "eval.png")
+  assert bars.read_bytes()[:8] == PNG_MAGIC and bars.name == "eval.png"

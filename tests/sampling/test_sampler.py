@@ -127,3 +127,21 @@ def test_agent_loop_drives_the_real_sampler(smollm2, smollm2_tokenizer):
   ref = _teacher_forced(cfg, params, seg.token_ids.tolist())
   mask = seg.loss_mask.astype(bool)
   np.testing.assert_allclose(seg.rollout_logprobs[mask], ref[mask], atol=2e-4, rtol=2e-4)
+
+
+def test_new_params_never_reuse_a_prefix_cached_under_the_old_ones(smollm2, smollm2_tokenizer):
+  cfg, params = smollm2
+  tok = smollm2_tokenizer
+  sampler = _sampler(smollm2, tok, temperature=0.0)
+  ctx = tok.encode(PROMPT)
+  sampler.generate([TurnRequest(0, tuple(ctx), True, 2)])
+  sampler.release(0)
+  # Same params: the freed slot's cached ids are reused as the next prompt's prefix.
+  start, _ = sampler._plan(sampler.slots[0], TurnRequest(1, tuple(ctx), True, 2))
+  assert start > 0
+  scaled = jax.tree.map(lambda x: x * 1.01, params)
+  sampler.params = scaled  # the cached K/V belong to the old params
+  assert all(not s.cached and not s.pending for s in sampler.slots)
+  turn = sampler.generate([TurnRequest(2, tuple(ctx), True, 4)])[0]
+  ref = _teacher_forced(cfg, scaled, ctx + list(turn.ids))
+  np.testing.assert_allclose(turn.logprobs, ref[len(ctx):], atol=1e-4, rtol=1e-4)

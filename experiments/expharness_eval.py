@@ -1,0 +1,178 @@
+r"""ExpHarness evaluation: the trained graph and copilot, frozen, against baselines and ablations.
+
+  python -m experiments.expharness_eval --config experiments/configs/expharness.py \
+      --config.workdir=/tmp/expharness
+
+On the held-out tasks of each suite (disjoint from training; `expharness_setup.split_tasks`):
+- no_memory: the executor alone (the s_without cache of the run is reused: same executor, same
+  prompt);
+- flat_top_k: the top-K units by cosine to the task, no copilot, no graph;
+- expharness: the greedy copilot's (R, W) and the full retrieval on the trained graph;
+- no_diffusion, no_utility_ranking: the same graph and copilot with that retrieval ablation;
+- no_similarity_filter, flat: the graph and copilot of a run trained under that ablation
+  (`config.eval.ablation_workdirs.<name>`); without one, the row says it was not run.
+Nothing is updated. Output: <workdir>/eval/results.json, table.md and evaluation.png; the table
+has mean score +- standard error per suite, the test-instance-weighted average, and mean steps
+for agentic suites.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from absl import app
+from absl import flags
+import jax
+import numpy as np
+from ml_collections import config_flags
+
+from experiments import expharness_setup as setup
+from memex_jax import harness
+from memex_jax import rl
+from memex_jax import runs
+from memex_jax.harness import persistence
+from memex_jax.harness import pipeline
+from memex_jax.harness.copilot import Copilot, CopilotConfig
+from memex_jax.harness.score_cache import NoMemoryScores
+from memex_jax.models.policy import load_policy
+from memex_jax.runs import plots
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/expharness.py")
+RETRIEVAL_ABLATIONS = ("no_diffusion", "no_utility_ranking")
+CONSTRUCTION_ABLATIONS = ("no_similarity_filter", "flat")
+
+
+def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
+  """Mean and its standard error (sample std / sqrt(n); 0 for a single value)."""
+  x = np.asarray(values, np.float64)
+  if x.size == 0:
+    return float("nan"), float("nan")
+  return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
+
+
+def table_rows(method: str, tasks: Sequence[Any], scores: Sequence[float],
+               steps: Sequence[float | None]) -> dict[str, Any]:
+  """One table row: per suite and the test-instance-weighted average over all tasks."""
+  row: dict[str, Any] = {"label": method, "suites": {}}
+  for suite in dict.fromkeys(t.suite for t in tasks):
+    picked = [i for i, t in enumerate(tasks) if t.suite == suite]
+    mean, se = mean_and_se([scores[i] for i in picked])
+    agentic = [steps[i] for i in picked if steps[i] is not None]
+    row["suites"][suite] = {"mean": mean, "se": se, "n": len(picked),
+                            "mean_steps": float(np.mean(agentic)) if agentic else None}
+  # Weighted by test instances: the mean over all tasks, as Table 2's average.
+  row["average"], row["average_se"] = mean_and_se(scores)
+  return row
+
+
+def _load_run(c: Any, workdir: str, encoder: Any) -> tuple[Any, harness.ExperienceGraph]:
+  """(copilot policy params, graph) of a training run's latest checkpoint."""
+  model_cfg, params, _ = runs.from_section(load_policy, c.copilot_model, "config.copilot_model")
+  optimizer = runs.from_section(rl.actor_critic_optimizer, c.optim, "config.optim")
+  head = rl.init_value_head(model_cfg.embed_dim, jax.random.PRNGKey(c.seed))
+  target = rl.TrainState.create(rl.actor_critic_params(params, head), optimizer,
+                                jax.random.PRNGKey(c.seed))
+  with runs.Checkpointer(f"{workdir}/checkpoints") as ckpt:
+    restored = runs.restore_latest(ckpt, target)
+  if restored is None:
+    raise SystemExit(f"{workdir}/checkpoints holds no checkpoint; train first")
+  try:
+    graph = persistence.load(setup.graph_path(workdir, restored.step), encoder.name)
+  except persistence.GraphFileError as error:
+    raise SystemExit(f"cannot evaluate {workdir}: {error}") from None
+  return restored.state.params[rl.ppo.POLICY], graph
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+  """The table: one line per method, one column per suite, then the weighted average."""
+  suites = list(dict.fromkeys(s for r in rows if "suites" in r for s in r["suites"]))
+  lines = ["| method | " + " | ".join(suites) + " | weighted avg |",
+           "|---" * (len(suites) + 2) + "|"]
+  for r in rows:
+    if "suites" not in r:
+      lines.append(f"| {r['label']} | " + " | ".join("-" for _ in suites) + f" | {r['note']} |")
+      continue
+    cells = []
+    for s in suites:
+      cell = r["suites"][s]
+      steps = "" if cell["mean_steps"] is None else f" ({cell['mean_steps']:.1f} steps)"
+      cells.append(f"{cell['mean']:.3f} +- {cell['se']:.3f} (n={cell['n']}){steps}")
+    lines.append(f"| {r['label']} | " + " | ".join(cells)
+                 + f" | {r['average']:.3f} +- {r['average_se']:.3f} |")
+  return "\n".join(lines)
+
+
+@runs.exits_on_config_error
+def main(argv) -> None:
+  del argv
+  c = _CONFIG.value
+  encoder = harness.TextEncoder()
+  _, eval_tasks = setup.split_tasks(c)
+  executor = setup.build_executor(c)
+  model_cfg, params, tokenizer = runs.from_section(load_policy, c.copilot_model,
+                                                   "config.copilot_model")
+  copilot = Copilot(setup.copilot_sampler(c, model_cfg, params, tokenizer, c.batch_size, c.seed),
+                    runs.from_section(CopilotConfig, c.copilot, "config.copilot"))
+  runs_by_name = {"full": c.workdir, **{k: v for k, v in c.eval.ablation_workdirs.items() if v}}
+  loaded = {}
+  rows = []
+  for method in c.eval.methods:
+    steps = [None] * len(eval_tasks)
+    if method == "no_memory":
+      cache = NoMemoryScores(setup.scores_path(c.workdir), executor.key)
+      scores, failures = pipeline.no_memory_scores(executor.executor, cache, eval_tasks)
+      scores = [0.0 if s is None else s for s in scores]  # a failed run scores 0
+      rows.append(dict(table_rows(method, eval_tasks, scores, steps), failures=failures))
+      continue
+    run = "full" if method in ("flat_top_k", "expharness", *RETRIEVAL_ABLATIONS) else method
+    if run not in runs_by_name:
+      rows.append({"label": method, "note": f"not run: train with --config.ablation={method} "
+                   f"and pass --config.eval.ablation_workdirs.{method}=<its workdir>"})
+      continue
+    if run not in loaded:
+      loaded[run] = _load_run(c, runs_by_name[run], encoder)
+    policy, graph = loaded[run]
+    ablation = "full" if method == "expharness" else method
+    if method == "flat_top_k":
+      ablation = "flat"
+    _, retrieval_cfg = setup.harness_configs(c, ablation, encoder.dim)
+    queries = encoder.encode([t.text for t in eval_tasks])
+    fallbacks = 0
+    if method == "flat_top_k":  # no copilot: similarity alone
+      controls = [(0, 0)] * len(eval_tasks)
+    else:
+      copilot.sampler.params = policy
+      decisions = []
+      for first in range(0, len(eval_tasks), c.batch_size):
+        chunk = eval_tasks[first:first + c.batch_size]
+        decisions += copilot.decide([t.text for t in chunk], [t.family for t in chunk],
+                                    greedy=True)
+      controls = [(d.restart, d.weight) for d in decisions]
+      fallbacks = sum(not d.parsed for d in decisions)
+    slots = pipeline.retrieve_slots(graph, queries, [r for r, _ in controls],
+                                    [w for _, w in controls], retrieval_cfg)
+    results = pipeline.solve_with_slots(executor.executor, graph, eval_tasks, slots)
+    steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
+    rows.append(dict(table_rows(method, eval_tasks, [r.score for r in results], steps),
+                     failures=sum(r.error for r in results), fallbacks=fallbacks,
+                     retrieved_per_task=float(np.mean([len(s) for s in slots]))))
+  out = os.path.join(c.workdir, "eval")
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+    json.dump({"tasks": [t.task_id for t in eval_tasks], "rows": rows}, f, indent=1)
+  table = markdown(rows)
+  with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
+    f.write(table + "\n")
+  plotted = [r for r in rows if "average" in r]
+  plots.plot_bars(plotted, "average", "average_se",
+                  "held-out score (test-instance-weighted, +- SE)", out, "evaluation.png")
+  print(table)
+  print(f"results: {out}/results.json, {out}/table.md, {out}/evaluation.png")
+
+
+if __name__ == "__main__":
+  jax.config.config_with_absl()
+  flags.mark_flag_as_required("config")
+  app.run(main)
