@@ -269,6 +269,10 @@ def main(argv) -> None:
   epoch = demonstration_epoch(folder, c.seed, c.batch.rows, c.batch.seq_len, train_demo)
   heldout = (demonstration_epoch(folder, c.seed, c.batch.rows, c.batch.seq_len, heldout_demo)
              if heldout_demo else None)
+  if heldout and not np.any(heldout.batch.loss_mask):
+    raise SystemExit(f"the held-out demonstrations have no trained token within seq_len "
+                     f"{c.batch.seq_len}: raise config.batch.seq_len or set "
+                     f"config.heldout.one_in=0")
   print(f"an epoch: {epoch.num_segments} demonstration segments in {epoch.num_minibatches} "
         f"minibatches of {c.batch.rows} x {c.batch.seq_len}"
         + (f"; {heldout.num_segments} held-out segments" if heldout else ""))
