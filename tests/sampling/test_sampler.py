@@ -137,10 +137,11 @@ def test_new_params_never_reuse_a_prefix_cached_under_the_old_ones(smollm2, smol
   sampler.generate([TurnRequest(0, tuple(ctx), True, 2)])
   sampler.release(0)
   # Same params: the freed slot's cached ids are reused as the next prompt's prefix.
-  start, _ = sampler._plan(sampler.slots[0], TurnRequest(1, tuple(ctx), True, 2))
+  start, _, _ = sampler._plan(sampler.slots[0], TurnRequest(1, tuple(ctx), True, 2))
   assert start > 0
   scaled = jax.tree.map(lambda x: x * 1.01, params)
   sampler.params = scaled  # the cached K/V belong to the old params
+  assert sampler.shared is None
   assert all(not s.cached and not s.pending for s in sampler.slots)
   turn = sampler.generate([TurnRequest(2, tuple(ctx), True, 4)])[0]
   ref = _teacher_forced(cfg, scaled, ctx + list(turn.ids))
