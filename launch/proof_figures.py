@@ -76,25 +76,31 @@ def total_penalty(rows: list[dict[str, Any]], out: str | pathlib.Path) -> pathli
 def success_and_context(evaluations: dict[str, Any], keys: Sequence[str],
                         out: str | pathlib.Path) -> pathlib.Path:
   """Fig. 4: greedy success and peak working context per split and policy (± SE)."""
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-  _grouped_bars(axes[0], evaluations, keys, "success", "{:.2f}")
-  axes[0].set_ylabel("success rate")
-  _grouped_bars(axes[1], evaluations, keys, "peak_working", "{:.0f}")
-  axes[1].set_ylabel("peak working context (tokens)")
-  fig.suptitle("Fig. 4: greedy evaluation before (SFT) and after (SFT+RL) MemexRL")
-  return _save(fig, out, "fig4_success_and_context.png")
+  return _two_panels(evaluations, keys, out, "fig4_success_and_context.png",
+                     "Fig. 4: greedy evaluation before (SFT) and after (SFT+RL) MemexRL",
+                     (("success", "{:.2f}", "success rate"),
+                      ("peak_working", "{:.0f}", "peak working context (tokens)")))
 
 
 def memory_calls(evaluations: dict[str, Any], keys: Sequence[str],
                  out: str | pathlib.Path) -> pathlib.Path:
   """Fig. 5: CompressExperience and ReadExperience calls per episode per split and policy."""
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-  _grouped_bars(axes[0], evaluations, keys, "num_compress", "{:.2f}")
-  axes[0].set_ylabel("CompressExperience calls / episode")
-  _grouped_bars(axes[1], evaluations, keys, "num_read", "{:.2f}")
-  axes[1].set_ylabel("ReadExperience calls / episode")
-  fig.suptitle("Fig. 5: memory-tool use before (SFT) and after (SFT+RL) MemexRL")
-  return _save(fig, out, "fig5_memory_calls.png")
+  return _two_panels(evaluations, keys, out, "fig5_memory_calls.png",
+                     "Fig. 5: memory-tool use before (SFT) and after (SFT+RL) MemexRL",
+                     (("num_compress", "{:.2f}", "CompressExperience calls / episode"),
+                      ("num_read", "{:.2f}", "ReadExperience calls / episode")))
+
+
+def _two_panels(evaluations: dict[str, Any], keys: Sequence[str], out: str | pathlib.Path,
+                name: str, title: str,
+                panels: Sequence[tuple[str, str, str]]) -> pathlib.Path:
+  """Side-by-side grouped bars, one panel per (metric, value format, y label)."""
+  fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4))
+  for ax, (metric, fmt, ylabel) in zip(axes, panels):
+    _grouped_bars(ax, evaluations, keys, metric, fmt)
+    ax.set_ylabel(ylabel)
+  fig.suptitle(title)
+  return _save(fig, out, name)
 
 
 def sft_loss(curve: dict[str, list[dict[str, Any]]], out: str | pathlib.Path) -> pathlib.Path:

@@ -3,7 +3,7 @@
   python -m launch.proof_report WORKDIR [--out results/memex_cpu]
 
 WORKDIR is the one given to launch/memex_proof.sh: `stages.json` (stage times and command),
-`sft/` (metrics.jsonl, demonstrations/summary.json), `eval_zero_shot/`, `eval_sft/`, `eval_rl/`
+`demos/summary.json` (the demonstration set), `sft/metrics.jsonl`, `eval_zero_shot/`, `eval_sft/`, `eval_rl/`
 (each an evaluation.json) and `rl/metrics.jsonl`. Whatever a cut-short run did not write is left
 out of the report (a policy's row, a stage, a curve), never guessed. Writes OUT/report.json (every
 number the table and figures show), OUT/table.md, the figures (launch/proof_figures.py) and prints
@@ -76,7 +76,7 @@ def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
       "command": stages.get("command"),
       "stages": stages["stages"],
       "total_seconds": sum(s["seconds"] for s in stages["stages"]),
-      "demonstrations": read_json(work / "sft" / "demonstrations" / "summary.json"),
+      "demonstrations": read_json(work / "demos" / "summary.json"),
       "evaluations": evaluations,
       "rl_curve": read_metrics(work / "rl" / run_log.METRICS_FILE, "train", RL_KEYS),
       "sft_curve": {"train": read_metrics(metrics, "sft", ("loss", "smoothed_loss")),

@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import zipfile
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -38,8 +39,6 @@ class EmbeddingModelMismatchError(ValueError):
 
 def save(path: str | os.PathLike[str], graph: experience.ExperienceGraph) -> None:
   """Writes `graph` to `path` atomically (the previous file survives any crash mid-save)."""
-  path = os.path.abspath(os.fspath(path))
-  folder = os.path.dirname(path)
   state = graph_lib.to_host(graph.state)
   capacity = graph.config.capacity
   metadata = {
@@ -59,11 +58,21 @@ def save(path: str | os.PathLike[str], graph: experience.ExperienceGraph) -> Non
       "num_duplicates": state.num_duplicates,
       "metadata": np.frombuffer(json.dumps(metadata).encode("utf-8"), np.uint8),
   }
+  write_atomically(path, lambda f: np.savez(f, **arrays))
+
+
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
+  """Calls `write` on a temporary file beside `path`, fsyncs it, renames it over `path` and
+  fsyncs the folder: a crash at any point leaves the previous file or the new one, never a mix
+  (the graph file, the s_without cache)."""
+  path = os.path.abspath(os.fspath(path))
+  folder = os.path.dirname(path)
+  os.makedirs(folder, exist_ok=True)
   fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                    dir=folder)
   try:
     with os.fdopen(fd, "wb") as f:
-      np.savez(f, **arrays)
+      write(f)
       f.flush()
       os.fsync(f.fileno())
     os.replace(temporary, path)

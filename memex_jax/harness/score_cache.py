@@ -8,11 +8,11 @@ under its own key (e.g. the model's name and decoding settings); every write is 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from typing import Callable, Mapping, Sequence
+
+from memex_jax.harness import persistence
 
 FORMAT_VERSION = 1
 
@@ -73,16 +73,5 @@ class NoMemoryScores:
 
   def save(self) -> None:
     """Writes the file atomically (a crash leaves the previous file or the new one)."""
-    folder = os.path.dirname(os.path.abspath(self.path))
-    os.makedirs(folder, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=".s_without.", suffix=".tmp", dir=folder)
-    try:
-      with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"format_version": FORMAT_VERSION, "scores": self._all}, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-      os.replace(temporary, self.path)
-    except BaseException:
-      with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
-      raise
+    data = json.dumps({"format_version": FORMAT_VERSION, "scores": self._all}, sort_keys=True)
+    persistence.write_atomically(self.path, lambda f: f.write(data.encode("utf-8")))

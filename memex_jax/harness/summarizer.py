@@ -104,9 +104,14 @@ class FinishedTrajectory:
   family: str
 
 
+def is_skill(trajectory: FinishedTrajectory, config: SummarizerConfig) -> bool:
+  """A trajectory scoring at least `success_score` teaches a skill, any other a lesson."""
+  return trajectory.score >= config.success_score
+
+
 def summary_messages(trajectory: FinishedTrajectory, config: SummarizerConfig) -> list[Message]:
   """The [system, user] prompt for one trajectory (Tables 34-37)."""
-  skill = trajectory.score >= config.success_score
+  skill = is_skill(trajectory, config)
   cut = lambda text: text[:config.max_input_chars]
   fields = {"task": cut(trajectory.task_text), "response": cut(trajectory.response) or "(none)"}
   if trajectory.family == prompts.ALFWORLD:
@@ -161,7 +166,7 @@ class Summarizer:
     for trajectory, reply in zip(trajectories, replies):
       outcome, text = ("failed", "") if reply.failure else parse_summary(reply.text, self.config)
       self.counts[outcome] += 1
-      kind = "skill" if trajectory.score >= self.config.success_score else "lesson"
+      kind = "skill" if is_skill(trajectory, self.config) else "lesson"
       units.append(ExperienceUnit(text, kind, trajectory.task_id)
                    if outcome == "summarized" else None)
     return units

@@ -117,15 +117,23 @@ def advantage_fn(name: str, **options: Any) -> Callable[[Sequence[Sample]], Adva
 
   Unknown names and options fail here, when a run starts, not after its first rollouts.
   """
-  if name not in ADVANTAGE_ESTIMATORS:
-    raise ValueError(f"unknown advantage estimator {name!r}; expected one of "
-                     f"{sorted(ADVANTAGE_ESTIMATORS)}")
-  estimator = ADVANTAGE_ESTIMATORS[name]
-  try:
-    inspect.signature(estimator).bind({}, {}, **options)
-  except TypeError as e:
-    raise ValueError(f"advantage estimator {name!r}: {e}") from None
+  estimator = checked_estimator(ADVANTAGE_ESTIMATORS, "advantage estimator", name, options,
+                                num_inputs=2)
   return lambda samples: estimator(*trajectory_rewards(samples), **options)
+
+
+def checked_estimator(registry: Mapping[str, Callable[..., Any]], what: str, name: str,
+                      options: Mapping[str, Any], num_inputs: int) -> Callable[..., Any]:
+  """registry[name], once its `num_inputs` positional inputs and `options` are known to bind:
+  an unknown name or option is a ValueError naming `what` when the run starts."""
+  if name not in registry:
+    raise ValueError(f"unknown {what} {name!r}; expected one of {sorted(registry)}")
+  estimator = registry[name]
+  try:
+    inspect.signature(estimator).bind(*([None] * num_inputs), **options)
+  except TypeError as e:
+    raise ValueError(f"{what} {name!r}: {e}") from None
+  return estimator
 
 
 def estimate_advantages(name: str, samples: Sequence[Sample], **options: Any) -> AdvantageResult:

@@ -14,7 +14,6 @@ optimizer gives each its own learning rate (optax.multi_transform).
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -26,6 +25,7 @@ import optax
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 from memex_jax.models.logprobs import logprobs_from_hidden, shift_to_targets
+from memex_jax.rl.advantages import checked_estimator
 from memex_jax.rl.learner import Metrics, TrainState, apply_if_finite, make_optimizer
 from memex_jax.rl.losses import LossConfig, ValueLossConfig, policy_loss, value_loss
 from memex_jax.rl.packing import PackedBatch
@@ -173,14 +173,8 @@ TOKEN_ADVANTAGE_ESTIMATORS: dict[str, TokenAdvantageFn] = {"gae": gae_batch}
 def token_advantage_fn(name: str, **options: Any
                        ) -> Callable[[PackedBatch, Mapping[int, float]], PackedBatch]:
   """(batch, rewards) -> batch with advantages (and returns), `options` bound; checked now."""
-  if name not in TOKEN_ADVANTAGE_ESTIMATORS:
-    raise ValueError(f"unknown token advantage estimator {name!r}; expected one of "
-                     f"{sorted(TOKEN_ADVANTAGE_ESTIMATORS)}")
-  estimator = TOKEN_ADVANTAGE_ESTIMATORS[name]
-  try:
-    inspect.signature(estimator).bind(None, {}, **options)
-  except TypeError as e:
-    raise ValueError(f"token advantage estimator {name!r}: {e}") from None
+  estimator = checked_estimator(TOKEN_ADVANTAGE_ESTIMATORS, "token advantage estimator", name,
+                                options, num_inputs=2)
   return lambda batch, rewards: estimator(batch, rewards, **options)
 
 

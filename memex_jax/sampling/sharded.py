@@ -1,4 +1,5 @@
-"""Decoding over a device mesh: `decode.generate` with its rows and KV cache split over the batch.
+"""Decoding over a device mesh: `decode.prefill` and `decode.decode_steps` with their rows and KV
+cache split over the batch.
 
 The sampler's KV-cache rows are independent episodes, so decoding is data-parallel: rows, the
 cache and the per-row outputs are split over ('data', 'fsdp'), the params keep the training

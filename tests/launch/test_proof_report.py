@@ -49,8 +49,8 @@ def write_workdir(work, folders=tuple(EPISODES), rl_iterations=3):
   (work / "stages.json").write_text(json.dumps(
       {"stages": [{"name": n, "seconds": s} for n, s in stages],
        "command": "SCALE=cpu launch/memex_proof.sh /tmp/proof"}))
-  (work / "sft" / "demonstrations").mkdir(parents=True)
-  (work / "sft" / "demonstrations" / "summary.json").write_text(json.dumps(
+  (work / "demos").mkdir(parents=True)  # where memex_proof.sh writes the demonstrations
+  (work / "demos" / "summary.json").write_text(json.dumps(
       {"demonstrations": 16, "failed": 1, "share_crossing_threshold": 0.75,
        "share_with_used_read": 0.5, "mean_steps": 21.25, "task_types": {"pick": 16}}))
   sft = run_log.RunLog(work / "sft", tensorboard=False)
