@@ -77,17 +77,13 @@ class Projection(nn.Module):
 
 
 def _write_cache(cache: Array, new: Array, positions: Array) -> Array:
-  """cache [B S K Dh] with new [B T K Dh] written at each row's own positions [B T].
+  """cache [B S K Dh] with new [B T K Dh] written at each row's own positions [B T]; slot index
+  == position, positions past the cache are dropped.
 
-  Slot index == position. One new token per row (decode) is a select over the slots: XLA:CPU
-  runs the equivalent B-row scatter as a serial loop that cost more than the whole layer's
-  matmuls at batch 8.
+  In a decode loop this is in place only when the cache is a loop carry of its own (see
+  `transformer.decode_token`): a scanned layer's cache slice is a copy.
   """
-  new = new.astype(cache.dtype)
-  if new.shape[1] == 1:
-    hit = jnp.arange(cache.shape[1])[None, :] == positions  # B S
-    return jnp.where(hit[:, :, None, None], new, cache)
-  return cache.at[jnp.arange(cache.shape[0])[:, None], positions].set(new)
+  return cache.at[jnp.arange(cache.shape[0])[:, None], positions].set(new.astype(cache.dtype))
 
 
 class Attention(nn.Module):

@@ -8,6 +8,7 @@ leading `layers` axis and a deep model compiles as fast as a one-layer one.
 from __future__ import annotations
 
 import functools
+from typing import Sequence
 
 import flax.linen as nn
 import jax
@@ -128,3 +129,45 @@ class Transformer(nn.Module):
                         kernel_init=nn.with_logical_partitioning(
                             nn.initializers.normal(0.02), ("embed", "vocab")))(x)
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab")), new_cache
+
+
+# -- one-token decoding with the layers unrolled --
+# Inside a decode loop the scanned form re-slices and re-stacks the [L B S K Dh] cache at every
+# step (scan inputs and outputs), several passes over the whole cache per token; with one
+# buffer per layer the step writes its B slots in place and only the attention reads the cache.
+
+LayerCaches = tuple[tuple[Array, Array], ...]  # per layer: (k, v) [B S K Dh]
+
+
+def unstack_layers(params: dict, cache: KVCache) -> tuple[tuple[dict, ...], LayerCaches]:
+  """Per-layer params and cache out of their stacked [L ..] form (copies, once per decode call)."""
+  n = cache["k"].shape[0]
+  layer_params = tuple(jax.tree_util.tree_map(lambda p, i=i: p[i], params["layers"])
+                       for i in range(n))
+  return layer_params, tuple((cache["k"][i], cache["v"][i]) for i in range(n))
+
+
+def stack_layers(caches: LayerCaches) -> KVCache:
+  """The per-layer caches back in the stacked {'k','v': [L B S K Dh]} form."""
+  return {"k": jnp.stack([k for k, _ in caches]), "v": jnp.stack([v for _, v in caches])}
+
+
+def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], caches: LayerCaches,
+                 ids: Array, positions: Array) -> tuple[Array, LayerCaches]:
+  """Feeds one id per row: ids, positions [B] -> (hidden [B D] after the final norm, caches).
+
+  The same computation as `Transformer` with a cache and T = 1, on `unstack_layers`' form.
+  """
+  c = cfg
+  x = params["embed"]["embedding"][ids[:, None]].astype(jnp.dtype(c.dtype))  # B 1 D
+  inv_freq, attention_factor = rope.inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling)
+  cos, sin = rope.rotary_tables(positions[:, None], inv_freq, attention_factor)  # B 1 Dh
+  mask = attention_mask(positions[:, None], None, caches[0][0].shape[1])
+  layer = DecoderLayer(c)
+  new_caches = []
+  for p, cache in zip(layer_params, caches):
+    x, cache = layer.apply({"params": p}, x, cos, sin, mask, positions[:, None], cache)
+    new_caches.append(cache)
+  x = layers.RMSNorm(c.norm_eps, param_dtype=jnp.dtype(c.param_dtype)).apply(
+      {"params": params["final_norm"]}, x)
+  return x[:, 0], tuple(new_caches)

@@ -92,45 +92,46 @@ def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, log
     active: [B] bool rows that sample at all (the others were idle in the prefill).
     The rest: as `generate`'s.
   """
-  model = transformer.Transformer(cfg)
   head = transformer.head_kernel(params, cfg)
+  layer_params, caches = transformer.unstack_layers(params, cache)
   b = logits.shape[0]
-  state = dict(
-      cache=cache, logits=logits, rng=rng, position=position,
+
+  def take(s, logits):
+    """Samples every live row's next id from logits [B V] and records it."""
+    rng, key = jax.random.split(s["rng"])
+    ids, logp = sample_token(logits, key, temperature, top_p)
+    active = ~s["done"]
+    window, hit = stops_lib.push_and_match(table, s["window"], ids)
+    count = s["count"] + active
+    done = s["done"] | (active & (hit | (count >= max_tokens)))
+    # A row's last sampled id is not fed: the next turn's prefill writes it.
+    return dict(s, rng=rng, ids=ids, fed=active & ~done, done=done, count=count, window=window,
+                tokens=s["tokens"].at[:, s["step"]].set(jnp.where(active, ids, 0)),
+                logprobs=s["logprobs"].at[:, s["step"]].set(jnp.where(active, logp, 0.0)),
+                step=s["step"] + 1)
+
+  def keep_going(s):
+    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
+
+  def feed_and_take(s):
+    # Feeding only inside the loop, which ends when every row is done, skips the forward pass
+    # of a last id nobody reads without a branch (a `cond` over the caches copies them).
+    hidden, caches = transformer.decode_token(cfg, params, layer_params, s["cache"], s["ids"],
+                                              s["position"])
+    s = dict(s, cache=caches, position=s["position"] + s["fed"])
+    return take(s, transformer.logits_from_hidden(hidden, head))
+
+  state = take(dict(
+      cache=caches, rng=rng, position=position,
       done=~active | (max_tokens <= 0),
       count=jnp.zeros((b,), jnp.int32),
       tokens=jnp.zeros((b, max_new_tokens), jnp.int32),
       logprobs=jnp.zeros((b, max_new_tokens), jnp.float32),
       window=stops_lib.empty_window(table, b),
-      step=jnp.zeros((), jnp.int32))
-
-  def keep_going(s):
-    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
-
-  def body(s):
-    rng, key = jax.random.split(s["rng"])
-    ids, logp = sample_token(s["logits"], key, temperature, top_p)
-    active = ~s["done"]
-    tokens = s["tokens"].at[:, s["step"]].set(jnp.where(active, ids, 0))
-    logprobs = s["logprobs"].at[:, s["step"]].set(jnp.where(active, logp, 0.0))
-    count = s["count"] + active
-    window, hit = stops_lib.push_and_match(table, s["window"], ids)
-    done = s["done"] | (active & (hit | (count >= max_tokens)))
-    # A row's last sampled id is not fed: the next turn's prefill writes it.
-    fed = active & ~done
-
-    def feed(cache):
-      out, cache = model.apply({"params": params}, ids[:, None], s["position"][:, None], cache,
-                               return_hidden=True)
-      return transformer.logits_from_hidden(out[:, 0], head), cache
-
-    logits, cache = jax.lax.cond(jnp.all(done), lambda c: (s["logits"], c), feed, s["cache"])
-    return dict(cache=cache, logits=logits, rng=rng, position=s["position"] + fed, done=done,
-                count=count, tokens=tokens, logprobs=logprobs, window=window, step=s["step"] + 1)
-
-  s = jax.lax.while_loop(keep_going, body, state)
-  return DecodeOutput(cache=s["cache"], tokens=s["tokens"], logprobs=s["logprobs"],
-                      num_tokens=s["count"])
+      step=jnp.zeros((), jnp.int32)), logits)
+  s = jax.lax.while_loop(keep_going, feed_and_take, state)
+  return DecodeOutput(cache=transformer.stack_layers(s["cache"]), tokens=s["tokens"],
+                      logprobs=s["logprobs"], num_tokens=s["count"])
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))

@@ -1,4 +1,5 @@
-"""The decoder: shapes, KV-cache decoding equals a full forward, packed segments stay apart."""
+"""The decoder: shapes, KV-cache decoding equals a full forward (scanned and unrolled), packed
+segments stay apart."""
 
 import flax.linen as nn
 import jax
@@ -43,6 +44,28 @@ def test_incremental_decode_matches_full_forward(family):
     step_logits, cache = model.apply({"params": params}, tokens[:, t:t + 1], pos, cache)
     outs.append(step_logits)
   np.testing.assert_allclose(jnp.concatenate(outs, 1), full, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("family", config_lib.FAMILIES)
+def test_unrolled_decode_token_matches_the_scanned_model(family):
+  cfg = config_lib.tiny(family)
+  model, params = _init(cfg)
+  tokens = jax.random.randint(jax.random.PRNGKey(2), (3, 6), 0, cfg.vocab_size)
+  cache = transformer.init_cache(cfg, 3, 8)
+  _, cache = model.apply({"params": params}, tokens[:, :5], _positions(3, 5), cache)
+  # Rows at different positions; row 2's position is past the cache: its write is dropped.
+  positions = jnp.asarray([5, 4, 8], jnp.int32)
+  want, want_cache = transformer.Transformer(cfg).apply(
+      {"params": params}, tokens[:, 5:], positions[:, None], cache, return_hidden=True)
+  layer_params, caches = transformer.unstack_layers(params, cache)
+  got, caches = jax.jit(transformer.decode_token, static_argnums=0)(
+      cfg, params, layer_params, caches, tokens[:, 5], positions)
+  np.testing.assert_allclose(got, want[:, 0], atol=1e-5)
+  got_cache = transformer.stack_layers(caches)
+  for name in ("k", "v"):
+    np.testing.assert_allclose(got_cache[name], want_cache[name], atol=1e-5)
+  assert not np.array_equal(got_cache["k"][:, 0, 5], cache["k"][:, 0, 5])  # row 0 wrote slot 5
+  np.testing.assert_array_equal(got_cache["k"][:, 2], cache["k"][:, 2])  # row 2 wrote nothing
 
 
 def test_stale_cache_slots_are_invisible():
