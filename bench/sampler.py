@@ -8,7 +8,6 @@
 Random-init weights of the named shapes; no stop strings, so every row decodes all tokens. The
 KV cache has `--cache_length` slots (default: prompt + new tokens, no more); the agent loop
 serves whole context windows, and a decode step's attention spans the cache.
-
 """
 
 from __future__ import annotations
@@ -33,9 +32,9 @@ MODELS = {"tiny": config_lib.tiny, "smollm2_135m": config_lib.smollm2_135m,
 
 def generate_call(cfg: config_lib.ModelConfig, params: dict, prompt_ids: jax.Array,
                   new_tokens: int, temperature: float,
-                  cache_length: int | None = None) -> Callable[[], jax.Array]:
-  """A call that prefills prompt_ids [B P] into a fresh cache of `cache_length` slots (default
-  P + new_tokens) and samples `new_tokens` per row.
+                  cache_length: int = 0) -> Callable[[], jax.Array]:
+  """A call that prefills prompt_ids [B P] into a fresh cache of `cache_length` slots (0: P +
+  new_tokens) and samples `new_tokens` per row.
 
   No stop strings or eos, so every row samples all of them; top-p is 1.
   """
@@ -61,10 +60,11 @@ def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: 
   if int4:
     params, cfg = quant.to_int4_serving(params), cfg.replace(quant="int4_serve")
   prompt_ids = jax.random.randint(jax.random.PRNGKey(1), (batch, prompt), 0, cfg.vocab_size)
-  seconds = report.time_call(generate_call(cfg, params, prompt_ids, new_tokens, 1.0,
-                                                    cache_length), repeats)
+  cache_length = cache_length or prompt + new_tokens
+  seconds = report.time_call(generate_call(cfg, params, prompt_ids, new_tokens, 1.0, cache_length),
+                             repeats)
   return {"model": model, "dtype": dtype, "int4": int4, "batch": batch, "prompt": prompt,
-          "new_tokens": new_tokens, "cache_length": cache_length or prompt + new_tokens,
+          "new_tokens": new_tokens, "cache_length": cache_length,
           "seconds": seconds,
           "decode_tokens_per_s": batch * new_tokens / seconds}
 

@@ -49,6 +49,15 @@ def attention_mask(positions: Array, segment_ids: Array | None, cache_length: in
   return visible[:, None]
 
 
+def layer_inputs(cfg: ModelConfig, positions: Array, segment_ids: Array | None,
+                 cache_length: int | None) -> tuple[Array, Array, Array]:
+  """What every layer takes besides the residual stream: RoPE cos, sin [B T Dh] and the mask."""
+  inv_freq, attention_factor = rope.inverse_frequencies(cfg.head_dim, cfg.rope_theta,
+                                                        cfg.rope_scaling)
+  cos, sin = rope.rotary_tables(positions, inv_freq, attention_factor)
+  return cos, sin, attention_mask(positions, segment_ids, cache_length)
+
+
 class DecoderLayer(nn.Module):
   """Pre-norm attention + SwiGLU block; the scan carry is the residual stream."""
 
@@ -101,10 +110,8 @@ class Transformer(nn.Module):
                      embedding_init=nn.with_logical_partitioning(
                          nn.initializers.normal(0.02), ("vocab", "embed")))
     x = nn.with_logical_constraint(embed(tokens), ("batch", "length", "embed"))  # B T D
-    inv_freq, attention_factor = rope.inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling)
-    cos, sin = rope.rotary_tables(positions, inv_freq, attention_factor)  # B T Dh
-    cache_length = None if cache is None else cache["k"].shape[2]
-    mask = attention_mask(positions, segment_ids, cache_length)
+    cos, sin, mask = layer_inputs(c, positions, segment_ids,
+                                  None if cache is None else cache["k"].shape[2])
 
     layer = DecoderLayer
     if c.remat:
@@ -158,16 +165,13 @@ def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], c
 
   The same computation as `Transformer` with a cache and T = 1, on `unstack_layers`' form.
   """
-  c = cfg
-  x = params["embed"]["embedding"][ids[:, None]].astype(jnp.dtype(c.dtype))  # B 1 D
-  inv_freq, attention_factor = rope.inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling)
-  cos, sin = rope.rotary_tables(positions[:, None], inv_freq, attention_factor)  # B 1 Dh
-  mask = attention_mask(positions[:, None], None, caches[0][0].shape[1])
-  layer = DecoderLayer(c)
+  x = params["embed"]["embedding"][ids[:, None]].astype(jnp.dtype(cfg.dtype))  # B 1 D
+  cos, sin, mask = layer_inputs(cfg, positions[:, None], None, caches[0][0].shape[1])
+  layer = DecoderLayer(cfg)
   new_caches = []
   for p, cache in zip(layer_params, caches):
     x, cache = layer.apply({"params": p}, x, cos, sin, mask, positions[:, None], cache)
     new_caches.append(cache)
-  x = layers.RMSNorm(c.norm_eps, param_dtype=jnp.dtype(c.param_dtype)).apply(
+  x = layers.RMSNorm(cfg.norm_eps, param_dtype=jnp.dtype(cfg.param_dtype)).apply(
       {"params": params["final_norm"]}, x)
   return x[:, 0], tuple(new_caches)
