@@ -4,6 +4,7 @@
   python -m bench.sampler --model qwen2_5_0_5b --batch 64 --prompt 512 --new_tokens 256 \
       --dtype bfloat16                         # the H200 row of the foundation issue
   python -m bench.sampler --prompt 1536 --cache_length 3072   # decode in an agent's window
+  python -m bench.sampler --prompt 1536 --cache_length 3072 --attention_block 0   # untiled prefill
 
 Random-init weights of the named shapes; no stop strings, so every row decodes all tokens. The
 KV cache has `--cache_length` slots (default: prompt + new tokens, no more); the agent loop
@@ -52,8 +53,10 @@ def generate_call(cfg: config_lib.ModelConfig, params: dict, prompt_ids: jax.Arr
 
 
 def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: bool,
-        repeats: int, cache_length: int = 0) -> dict:
+        repeats: int, cache_length: int = 0, attention_block: int | None = None) -> dict:
   cfg = MODELS[model]().replace(dtype=dtype, param_dtype=dtype)
+  if attention_block is not None:
+    cfg = cfg.replace(attention_block=attention_block)
   tokens = jnp.zeros((1, 8), jnp.int32)
   params = nn.unbox(
       jax.jit(transformer.Transformer(cfg).init)(jax.random.PRNGKey(0), tokens, tokens)["params"])
@@ -65,7 +68,7 @@ def run(model: str, batch: int, prompt: int, new_tokens: int, dtype: str, int4: 
                              repeats)
   return {"model": model, "dtype": dtype, "int4": int4, "batch": batch, "prompt": prompt,
           "new_tokens": new_tokens, "cache_length": cache_length,
-          "seconds": seconds,
+          "attention_block": cfg.attention_block, "seconds": seconds,
           "decode_tokens_per_s": batch * new_tokens / seconds}
 
 
@@ -76,6 +79,8 @@ def main() -> None:
   parser.add_argument("--prompt", type=int, default=128)
   parser.add_argument("--new_tokens", type=int, default=32)
   parser.add_argument("--cache_length", type=int, default=0, help="0 = prompt + new_tokens")
+  parser.add_argument("--attention_block", type=int, default=None,
+                      help="tile size of attention over the cache (0 = untiled; default: the model's)")
   parser.add_argument("--dtype", default="float32")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
@@ -83,7 +88,7 @@ def main() -> None:
   if args.cache_length and args.cache_length < args.prompt + args.new_tokens:
     parser.error(f"--cache_length {args.cache_length} holds less than --prompt + --new_tokens")
   rows = [run(args.model, args.batch, args.prompt, args.new_tokens, args.dtype, int4, args.repeats,
-              args.cache_length) for int4 in (False, True)]
+              args.cache_length, args.attention_block) for int4 in (False, True)]
   report.print_table(f"sampler decode ({jax.default_backend()})", rows)
   report.write_json(args.out or f"bench/results/sampler_{jax.default_backend()}.json",
                     {"rows": rows})

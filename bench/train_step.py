@@ -3,6 +3,7 @@
   python -m bench.train_step                   # CPU-sized default
   python -m bench.train_step --model qwen2_5_0_5b --batch 8 --seq 2048 --dtype bfloat16 \
       --peak_size 8192                         # the H200 row of the foundation issue
+  python -m bench.train_step --seq 3072 --train_attention_block 0   # a long row, untiled attention
 
 MFU = (6 N + 12 L S d) * tokens / step_time / peak, N = all parameters, L layers, S sequence
 length, d model width (attention counted non-causal), peak = a measured square matmul.
@@ -51,15 +52,17 @@ def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array,
 
 
 def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
-        peak: float) -> dict:
+        peak: float, train_attention_block: int | None = None) -> dict:
   cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant)
+  if train_attention_block is not None:
+    cfg = cfg.replace(train_attention_block=train_attention_block)
   tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
   init = jax.jit(transformer.Transformer(cfg).init)
   params = nn.unbox(init(jax.random.PRNGKey(0), tokens[:1, :8], tokens[:1, :8])["params"])
   seconds = report.time_call(step_call(cfg, params, tokens, chunk), repeats)
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
-          "params_M": cfg.num_params / 1e6, "step_s": seconds,
+          "train_attention_block": cfg.train_attention_block, "params_M": cfg.num_params / 1e6, "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
 
 
@@ -70,14 +73,16 @@ def main() -> None:
   parser.add_argument("--seq", type=int, default=256)
   parser.add_argument("--dtype", default="float32")
   parser.add_argument("--chunk", type=int, default=512, help="loss chunk in tokens")
+  parser.add_argument("--train_attention_block", type=int, default=None,
+                      help="attention tile size (0 = one masked attention; default: the model's)")
   parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
   peak = flops.matmul_peak_flops(args.dtype, args.peak_size)
   print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
-  rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak)
-          for q in ("none", "int4_qat")]
+  rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak,
+              args.train_attention_block) for q in ("none", "int4_qat")]
   report.print_table(f"train step ({jax.default_backend()})", rows)
   report.write_json(args.out or f"bench/results/train_step_{jax.default_backend()}.json",
                     {"peak_flops": peak, "rows": rows})

@@ -65,11 +65,13 @@ class DecoderLayer(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
+               segment_ids: Array | None,
                cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
     c = self.cfg
     pdt = jnp.dtype(c.param_dtype)
     h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="attn_norm")(x)
-    h, cache = layers.Attention(c, name="attn")(h, cos, sin, mask, positions, cache)
+    h, cache = layers.Attention(c, name="attn")(h, cos, sin, mask, positions, segment_ids,
+                                                  cache)
     x = x + h
     h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="mlp_norm")(x)
     x = x + layers.MLP(c, name="mlp")(h)
@@ -118,11 +120,12 @@ class Transformer(nn.Module):
       layer = nn.remat(layer, prevent_cse=False, policy=_REMAT_POLICIES[c.remat_saves])
     scanned = nn.scan(
         layer, variable_axes={"params": 0}, split_rngs={"params": True},
-        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast,
+        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast,
                  nn.broadcast if cache is None else 0),
         length=c.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
     layer_cache = None if cache is None else (cache["k"], cache["v"])
-    x, layer_cache = scanned(c, name="layers")(x, cos, sin, mask, positions, layer_cache)
+    x, layer_cache = scanned(c, name="layers")(x, cos, sin, mask, positions, segment_ids,
+                                              layer_cache)
     new_cache = None if cache is None else {"k": layer_cache[0], "v": layer_cache[1]}
     x = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="final_norm")(x)
     if return_hidden:
@@ -170,7 +173,7 @@ def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], c
   layer = DecoderLayer(cfg)
   new_caches = []
   for p, cache in zip(layer_params, caches):
-    x, cache = layer.apply({"params": p}, x, cos, sin, mask, positions[:, None], cache)
+    x, cache = layer.apply({"params": p}, x, cos, sin, mask, positions[:, None], None, cache)
     new_caches.append(cache)
   x = layers.RMSNorm(cfg.norm_eps, param_dtype=jnp.dtype(cfg.param_dtype)).apply(
       {"params": params["final_norm"]}, x)

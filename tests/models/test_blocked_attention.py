@@ -1,4 +1,5 @@
-"""Tiled causal attention over a KV cache equals one masked attention."""
+"""Tiled causal attention (over a KV cache, and on training rows with its own backward pass)
+equals one masked attention."""
 
 import flax.linen as nn
 import jax
@@ -24,6 +25,52 @@ def test_tiles_equal_masked_attention_at_any_offset_and_padding():
   np.testing.assert_allclose(got, want, atol=2e-6)
 
 
+def _packed_rows(rng, b, t, h, kv, dh):
+  q = jnp.asarray(rng.standard_normal((b, t, h, dh)), jnp.float32)
+  k = jnp.asarray(rng.standard_normal((b, t, kv, dh)), jnp.float32)
+  v = jnp.asarray(rng.standard_normal((b, t, kv, dh)), jnp.float32)
+  segments = np.ones((b, t), np.int32)
+  segments[0, 100:], segments[0, 250:], segments[1, 70:] = 2, 0, 3  # three segments, padding
+  return q, k, v, jnp.asarray(segments)
+
+
+def test_training_tiles_equal_masked_attention_in_value_and_gradient():
+  rng = np.random.default_rng(2)
+  b, t, h, kv, dh, block = 2, 300, 6, 2, 16, 64  # T not a multiple of block; grouped heads
+  q, k, v, segments = _packed_rows(rng, b, t, h, kv, dh)
+  positions = jnp.broadcast_to(jnp.arange(t), (b, t))
+  mask = transformer.attention_mask(positions, segments, None)
+  weights = jnp.asarray(rng.standard_normal((b, t, h, dh)), jnp.float32)
+  masked = lambda q, k, v: jnp.sum(jax.nn.dot_product_attention(q, k, v, mask=mask) * weights)
+  tiled = lambda q, k, v: jnp.sum(
+      blocked_attention.causal_attention(q, k, v, segments, block) * weights)
+  np.testing.assert_allclose(blocked_attention.causal_attention(q, k, v, segments, block),
+                             jax.nn.dot_product_attention(q, k, v, mask=mask), atol=2e-6)
+  want = jax.jit(jax.grad(masked, argnums=(0, 1, 2)))(q, k, v)
+  got = jax.jit(jax.grad(tiled, argnums=(0, 1, 2)))(q, k, v)
+  for name, g, w in zip("qkv", got, want):
+    np.testing.assert_allclose(g, w, atol=2e-5, err_msg=f"d{name}")
+
+
+def test_model_training_row_with_tiles_equals_without_in_loss_and_gradient():
+  cfg = config.tiny("llama", max_position=1024, remat=True)
+  ids = jnp.zeros((1, 1), jnp.int32)
+  params = nn.meta.unbox(
+      transformer.Transformer(cfg).init(jax.random.PRNGKey(0), ids, ids)["params"])
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (2, 200), 0, cfg.vocab_size)
+  positions = jnp.broadcast_to(jnp.arange(200), (2, 200))
+  segments = jnp.concatenate([jnp.ones((2, 120), jnp.int32), 2 * jnp.ones((2, 80), jnp.int32)], 1)
+  out = {}
+  for block in (0, 64):
+    model = transformer.Transformer(cfg.replace(train_attention_block=block))
+    loss = lambda p: jnp.mean(model.apply({"params": p}, tokens, positions,
+                                          segment_ids=segments)[0] ** 2)
+    out[block] = jax.jit(jax.value_and_grad(loss))(params)
+  np.testing.assert_allclose(out[64][0], out[0][0], rtol=1e-5)
+  for got, want in zip(jax.tree_util.tree_leaves(out[64][1]), jax.tree_util.tree_leaves(out[0][1])):
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-3)
+
+
 def test_model_prefill_with_tiles_equals_without():
   cfg = config.tiny("llama", max_position=1024)
   ids = jnp.zeros((1, 1), jnp.int32)
@@ -41,6 +88,7 @@ def test_model_prefill_with_tiles_equals_without():
   np.testing.assert_allclose(out[64][1]["k"], out[0][1]["k"], atol=2e-5)
 
 
-def test_negative_block_is_refused():
-  with pytest.raises(ValueError, match="attention_block=-1"):
-    config.tiny(attention_block=-1)
+@pytest.mark.parametrize("field", ["attention_block", "train_attention_block"])
+def test_negative_block_is_refused(field):
+  with pytest.raises(ValueError, match=f"^{field}=-1"):
+    config.tiny(**{field: -1})
