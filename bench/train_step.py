@@ -62,7 +62,8 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
   seconds = report.time_call(step_call(cfg, params, tokens, chunk), repeats)
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
-          "train_attention_block": cfg.train_attention_block, "params_M": cfg.num_params / 1e6, "step_s": seconds,
+          "train_attention_block": cfg.train_attention_block, "params_M": cfg.num_params / 1e6,
+          "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
 
 

@@ -52,14 +52,24 @@ def _grouped(q: Array, kv_heads: int) -> Array:
   return (q.astype(_F32) * dh ** -0.5).reshape(b, t, kv_heads, h // kv_heads, dh)
 
 
-def _online_step(carry: tuple[Array, Array, Array], scores: Array, vj: Array):
-  """One key tile into the running (max, sum, weighted values): scores [B Bq K G Bk]."""
-  top, total, acc = carry  # B Bq K G, B Bq K G, B Bq K G Dh
-  new_top = jnp.maximum(top, scores.max(axis=-1))
-  weights = jnp.exp(scores - new_top[..., None])
-  rescale = jnp.exp(top - new_top)
-  return (new_top, total * rescale + weights.sum(axis=-1),
-          acc * rescale[..., None] + jnp.einsum("bqkgs,bskd->bqkgd", weights, vj))
+def _softmax_over_tiles(qi: Array, num_key_blocks: Array, key_tile) -> tuple[Array, Array]:
+  """Query tile qi [B Bq K G Dh] over key tiles 0..num_key_blocks-1 with a running softmax (the
+  max, the sum and the weighted values carried from tile to tile); key_tile(j) -> (masked scores
+  [B Bq K G Bk], values [B Bk K Dh]). Returns (out [B Bq K G Dh], log-sum-exp [B Bq K G])."""
+
+  def step(j, carry):
+    top, total, acc = carry  # B Bq K G, B Bq K G, B Bq K G Dh
+    scores, vj = key_tile(j)
+    new_top = jnp.maximum(top, scores.max(axis=-1))
+    weights = jnp.exp(scores - new_top[..., None])
+    rescale = jnp.exp(top - new_top)
+    return (new_top, total * rescale + weights.sum(axis=-1),
+            acc * rescale[..., None] + jnp.einsum("bqkgs,bskd->bqkgd", weights, vj))
+
+  shape = qi.shape[:-1]
+  init = (jnp.full(shape, _HIDDEN, _F32), jnp.zeros(shape, _F32), jnp.zeros(qi.shape, _F32))
+  top, total, acc = jax.lax.fori_loop(0, num_key_blocks, step, init)
+  return acc / total[..., None], top + jnp.log(total)
 
 
 def _tiled(q: Array, k: Array, v: Array, positions: Array, block: int) -> Array:
@@ -75,17 +85,14 @@ def _tiled(q: Array, k: Array, v: Array, positions: Array, block: int) -> Array:
     qi, pi = args  # B Bq K G Dh, B Bq
     num_key_blocks = jnp.minimum(jnp.max(pi) // block + 1, s // block)
 
-    def key_block(j, carry):
+    def key_tile(j):
       kj = jax.lax.dynamic_index_in_dim(keys, j, axis=1, keepdims=False).astype(_F32)  # B Bk K Dh
       vj = jax.lax.dynamic_index_in_dim(values, j, axis=1, keepdims=False).astype(_F32)
       scores = jnp.einsum("bqkgd,bskd->bqkgs", qi, kj)  # B Bq K G Bk
       visible = (j * block + jnp.arange(block))[None, None, :] <= pi[:, :, None]  # B Bq Bk
-      return _online_step(carry, jnp.where(visible[:, :, None, None, :], scores, _HIDDEN), vj)
+      return jnp.where(visible[:, :, None, None, :], scores, _HIDDEN), vj
 
-    shape = qi.shape[:-1]
-    init = (jnp.full(shape, _HIDDEN, _F32), jnp.zeros(shape, _F32), jnp.zeros(qi.shape, _F32))
-    _, total, acc = jax.lax.fori_loop(0, num_key_blocks, key_block, init)
-    return acc / total[..., None]
+    return _softmax_over_tiles(qi, num_key_blocks, key_tile)[0]
 
   out = jax.lax.map(query_block, (queries, query_positions))  # NQ B Bq K G Dh
   return jnp.moveaxis(out, 0, 1).reshape(b, t, h, dh).astype(q.dtype)
@@ -94,13 +101,17 @@ def _tiled(q: Array, k: Array, v: Array, positions: Array, block: int) -> Array:
 # -- training rows: causal self-attention with packed segments, forward and backward in tiles --
 
 
-def causal_attention(q: Array, k: Array, v: Array, segment_ids: Array, block: int) -> Array:
-  """q [B T H Dh], k/v [B T K Dh], segment_ids [B T] -> [B T H Dh], differentiable in q, k, v.
+def causal_attention(q: Array, k: Array, v: Array, segment_ids: Array | None,
+                     block: int) -> Array:
+  """q [B T H Dh], k/v [B T K Dh], segment_ids [B T] or None -> [B T H Dh], differentiable in
+  q, k, v.
 
   Query i sees keys j <= i of its own segment, as `transformer.attention_mask` without a cache.
   T is padded up to a multiple of `block` with a segment no real token has.
   """
   t = q.shape[1]
+  if segment_ids is None:
+    segment_ids = jnp.zeros(q.shape[:2], jnp.int32)
   pad = -t % block
   q, k, v = (jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0))) for x in (q, k, v))
   segment_ids = jnp.pad(segment_ids.astype(jnp.int32), ((0, 0), (0, pad)),
@@ -108,12 +119,15 @@ def causal_attention(q: Array, k: Array, v: Array, segment_ids: Array, block: in
   return _causal(q, k, v, segment_ids, block)[:, :t]
 
 
-def _visible(i: Array, j: Array, si: Array, sj: Array, block: int) -> Array:
-  """Tile (query block i, key block j)'s mask [B Bq 1 1 Bk] from their segments [B Bq], [B Bk]."""
+def _causal_scores(qi: Array, kj: Array, i: Array, j: Array, si: Array, sj: Array,
+                   block: int) -> Array:
+  """Tile (query block i, key block j)'s scores [B Bq K G Bk], _HIDDEN where a query may not
+  look: keys after it or in another segment (segments si [B Bq], sj [B Bk])."""
   offsets = jnp.arange(block)
   causal = (j * block + offsets)[None, :] <= (i * block + offsets)[:, None]  # Bq Bk
-  same = si[:, :, None] == sj[:, None, :]  # B Bq Bk
-  return (causal[None] & same)[:, :, None, None, :]
+  visible = causal[None] & (si[:, :, None] == sj[:, None, :])  # B Bq Bk
+  scores = jnp.einsum("bqkgd,bskd->bqkgs", qi, kj)
+  return jnp.where(visible[:, :, None, None, :], scores, _HIDDEN)
 
 
 def _tiles(q: Array, k: Array, v: Array, segment_ids: Array, block: int):
@@ -129,17 +143,9 @@ def _causal_forward(q: Array, k: Array, v: Array, segment_ids: Array,
   queries, keys, values, segments = _tiles(q, k, v, segment_ids, block)
 
   def query_block(i: Array) -> tuple[Array, Array]:
-    qi, si = queries[i], segments[i]  # B Bq K G Dh, B Bq
-
-    def key_block(j, carry):
-      scores = jnp.einsum("bqkgd,bskd->bqkgs", qi, keys[j])  # B Bq K G Bk
-      visible = _visible(i, j, si, segments[j], block)
-      return _online_step(carry, jnp.where(visible, scores, _HIDDEN), values[j])
-
-    shape = qi.shape[:-1]
-    init = (jnp.full(shape, _HIDDEN, _F32), jnp.zeros(shape, _F32), jnp.zeros(qi.shape, _F32))
-    top, total, acc = jax.lax.fori_loop(0, i + 1, key_block, init)  # the diagonal tile is last
-    return acc / total[..., None], top + jnp.log(total)
+    key_tile = lambda j: (_causal_scores(queries[i], keys[j], i, j, segments[i], segments[j],
+                                         block), values[j])
+    return _softmax_over_tiles(queries[i], i + 1, key_tile)  # the diagonal tile is last
 
   out, lse = jax.lax.map(query_block, jnp.arange(t // block))  # NB B Bq K G Dh, NB B Bq K G
   return jnp.moveaxis(out, 0, 1).reshape(b, t, h, dh).astype(q.dtype), lse
@@ -172,9 +178,7 @@ def _causal_bwd(block, residuals, d_out):
 
     def key_block(j, inner):
       dqi, d_keys, d_values = inner
-      scores = jnp.einsum("bqkgd,bskd->bqkgs", qi, keys[j])
-      visible = _visible(i, j, si, segments[j], block)
-      p = jnp.where(visible, jnp.exp(jnp.where(visible, scores, 0.0) - li[..., None]), 0.0)
+      p = jnp.exp(_causal_scores(qi, keys[j], i, j, si, segments[j], block) - li[..., None])
       dp = jnp.einsum("bqkgd,bskd->bqkgs", doi, values[j])
       ds = p * (dp - di[..., None])  # B Bq K G Bk
       d_values = d_values.at[j].add(jnp.einsum("bqkgs,bqkgd->bskd", p, doi))

@@ -129,8 +129,7 @@ class Attention(nn.Module):
     if tiled and cache is not None:
       out = blocked_attention.attention(q, k, v, positions, block)  # B T H Dh
     elif tiled:
-      segments = jnp.zeros((b, t), jnp.int32) if segment_ids is None else segment_ids
-      out = blocked_attention.causal_attention(q, k, v, segments, block)  # B T H Dh
+      out = blocked_attention.causal_attention(q, k, v, segment_ids, block)  # B T H Dh
     else:
       out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
                                          mask=mask)  # B T H Dh
