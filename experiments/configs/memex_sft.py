@@ -38,6 +38,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.demos.agent = ml_collections.ConfigDict()  # overrides of the family's SmolLM2 agent preset
   c.demos.agent.context_window = 8192
   c.demos.agent.threshold = 2048
+  c.demos.agent.prompt_style = "full"  # must match the agent that will be evaluated or trained
   # One step's [rows, seq_len] minibatch; an epoch packs every demonstration segment.
   c.batch = ml_collections.ConfigDict()
   c.batch.rows = 8 if gpu else 1

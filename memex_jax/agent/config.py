@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from memex_jax.agent.prompts import STYLES
 from memex_jax.agent.rewards import RewardWeights
 from memex_jax.memory.tools import (COMPRESS, MEMORY_TOOLS, READ, compress_schema,
                                     finish_schema, read_schema)
@@ -33,6 +34,8 @@ class AgentConfig:
     env_tool: name of the tool that forwards `command` to the environment.
     env_tool_description: its description in the tool schema.
     env_instructions: extra environment-specific text for the system prompt.
+    prompt_style: "full" (tools as JSON schemas, ~1K SmolLM2 tokens on ALFWorld) or "compact"
+      (one-line signatures, ~0.5K): the system prompt is in every segment a learner trains on.
     reward_weights: weights of the three penalties of Eq. 1.
   """
 
@@ -47,6 +50,7 @@ class AgentConfig:
   env_tool: str = "execute"
   env_tool_description: str = "Run one action in the environment and see what happens."
   env_instructions: str = ""
+  prompt_style: str = "full"
   reward_weights: RewardWeights = RewardWeights()
 
   def __post_init__(self):
@@ -60,6 +64,9 @@ class AgentConfig:
         raise ValueError(f"AgentConfig.{name} must be >= 0, got {getattr(self, name)}")
     if not 0.0 < self.warn_fraction <= 1.0:
       raise ValueError(f"AgentConfig.warn_fraction must be in (0, 1], got {self.warn_fraction}")
+    if self.prompt_style not in STYLES:
+      raise ValueError(f"AgentConfig.prompt_style must be one of {STYLES}, got "
+                       f"{self.prompt_style!r}")
     if self.env_tool in MEMORY_TOOLS or self.env_tool == "Finish" or not self.env_tool:
       raise ValueError(f"AgentConfig.env_tool {self.env_tool!r} collides with a built-in tool")
 

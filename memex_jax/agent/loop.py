@@ -51,7 +51,7 @@ def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRen
     on_round: called after each round with the number of turns it took (progress bars).
   """
   system_prompt = build_system_prompt(config.tool_schemas(), config.mode,
-                                      config.env_instructions)
+                                      config.env_instructions, config.prompt_style)
   episodes = [Episode(i, spec.group_id, renderer, config, system_prompt)
               for i, spec in enumerate(specs)]
   resets = batch.reset_envs([spec.env for spec in specs], [spec.task for spec in specs])

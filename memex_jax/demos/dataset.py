@@ -206,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--context-window", type=int, default=8192)
   parser.add_argument("--threshold", type=int, default=2048,
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
+  parser.add_argument("--prompt-style", default="full", choices=("full", "compact"),
+                      help="the system prompt's form (AgentConfig.prompt_style)")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
                       "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
@@ -214,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   prior = (search_prior.SearchPrior.load(args.prior) if args.prior else
            search_prior.estimate(game_folders))
   config = alfworld.DemonstrationConfig(
-      agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold),
+      agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold,
+                             prompt_style=args.prompt_style),
       prior=prior)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)

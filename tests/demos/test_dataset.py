@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from memex_jax.agent import EpisodeSpec, ScriptedPolicy, parse_turn, run_episodes
+from memex_jax.agent import (EpisodeSpec, ScriptedPolicy, build_system_prompt, parse_turn,
+                             run_episodes)
 from memex_jax.demos import dataset as dataset_lib
 from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
@@ -178,3 +179,21 @@ def test_appworld_demonstrations_in_the_same_format(worlds, tmp_path):
   assert all(ids.shape == mask.shape and 0 < mask.sum() < len(mask) for ids, mask in examples)
   with open(os.path.join(out, dataset_lib.TRAJECTORIES)) as f:
     assert all(json.loads(line)["metrics"]["success"] for line in f)
+
+
+def test_cli_records_demonstrations_under_the_compact_prompt(small_root, search_prior, tmp_path):
+  prior = str(tmp_path / "search_prior.json")
+  search_prior.save(prior)
+  out = str(tmp_path / "demos")
+  with contextlib.redirect_stdout(io.StringIO()):
+    dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
+                      "--workers", "1", "--shards", "1", "--prior", prior,
+                      "--prompt-style", "compact"])
+  with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
+    assert json.load(f)["agent"]["prompt_style"] == "compact"
+  with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
+    system = json.loads(f.readline())["messages"][0]["content"]
+  agent = smollm2_alfworld(prompt_style="compact")
+  assert system == build_system_prompt(agent.tool_schemas(), agent.mode, agent.env_instructions,
+                                       "compact")
+  assert "- ReadExperience(index):" in system and '{"type": "function"' not in system
