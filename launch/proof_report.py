@@ -29,6 +29,7 @@ RL_KEYS = ("success", "success_se", "reward", "penalty", "p_context", "p_redunda
 COLUMNS = (
     ("episodes", "episodes", "{:.0f}", False),
     ("success ± SE", "success", "{:.3f}", True),
+    ("goal conditions ± SE", "score", "{:.3f}", True),  # partial credit: a win counts 1
     ("reward ± SE", "reward", "{:.3f}", True),
     ("mean steps", "steps", "{:.1f}", False),
     ("peak working", "peak_working", "{:.0f}", False),

@@ -76,6 +76,7 @@ class Episode:
     self.finish_reason: str | None = None
     self.error = ""
     self.won = False
+    self.score = 0.0  # the env's last partial credit (StepReply.score)
     self.answer: str | None = None
     self._counts = {"compress": 0, "read": 0, "truncations": 0, "generated": 0}
     self._pending: _PendingTurn | None = None
@@ -291,6 +292,8 @@ class Episode:
       self._end(traj.ENV_ERROR, f"step({command!r}) failed: {reason}")
       return Message("tool", ""), False
     self.won = self.won or reply.won
+    if reply.score is not None:
+      self.score = reply.score
     if reply.done:
       self._end(traj.ENV_DONE)
     return Message("tool", reply.observation), reply.changed
@@ -307,8 +310,8 @@ class Episode:
                            self._config.reward_weights)
     working = [s.working_tokens for s in self.steps] or [0]
     metrics = traj.EpisodeMetrics(
-        success=self.won, steps=len(self.steps), peak_working=max(working),
-        mean_working=float(np.mean(working)),
+        success=self.won, score=1.0 if self.won else self.score, steps=len(self.steps),
+        peak_working=max(working), mean_working=float(np.mean(working)),
         total_tokens=sum(len(p.ids) for pieces in closed for p in pieces),
         generated_tokens=self._counts["generated"], num_compress=self._counts["compress"],
         num_read=self._counts["read"], num_truncations=self._counts["truncations"],

@@ -27,6 +27,8 @@ class EpisodeMetrics:
 
   Attributes:
     success: the environment reported the task won.
+    score: the environment's score of the episode: 1 for a win, else its partial credit where it
+      reports one (ALFWorld: the share of the goal's conditions met), else 0.
     steps: agent turns taken.
     peak_working / mean_working: working-context tokens (ContextStatus) over the steps.
     total_tokens: tokens over all segments (what training on the episode consumes).
@@ -41,6 +43,7 @@ class EpisodeMetrics:
   """
 
   success: bool
+  score: float
   steps: int
   peak_working: int
   mean_working: float

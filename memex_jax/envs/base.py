@@ -20,7 +20,8 @@ class Env(Protocol):
 
     `info` carries at least `changed_state: bool`, whether the action changed the world's state
     (used by the redundancy penalty). Invalid commands give the environment's own feedback as the
-    observation; they never raise.
+    observation; they never raise. It may carry `score`, the episode's partial credit so far in
+    [0, 1] (1 once won).
     """
 
   def changes_state(self, command: str) -> bool:

@@ -33,6 +33,7 @@ class StepReply:
     done: the episode ended.
     won: the episode was won.
     changed: the action changed the world's state (the redundancy penalty's signal).
+    score: the env's partial credit for the episode so far (`info['score']`); None if it has none.
     error: why the step failed, as "ExceptionType: message"; "" when it ran.
   """
 
@@ -40,6 +41,7 @@ class StepReply:
   done: bool = False
   won: bool = False
   changed: bool = False
+  score: float | None = None
   error: str = ""
 
 
@@ -109,6 +111,8 @@ def step_envs(envs: Sequence[Env], commands: Sequence[str]) -> list[StepReply]:
 def _step_reply(env: Env, command: str, outcome: Any) -> StepReply:
   observation, done, won, info = outcome
   # Envs report the state change in info; the Env seam also answers it after the step.
-  changed = (bool(info["changed_state"]) if isinstance(info, Mapping) and "changed_state" in info
+  info = info if isinstance(info, Mapping) else {}
+  changed = (bool(info["changed_state"]) if "changed_state" in info
              else bool(env.changes_state(command)))
-  return StepReply(str(observation), bool(done), bool(won), changed)
+  score = float(info["score"]) if info.get("score") is not None else None
+  return StepReply(str(observation), bool(done), bool(won), changed, score)

@@ -50,7 +50,8 @@ class ExecutorResult:
 
   Attributes:
     response: the answer text (an episode's Finish answer, "" without one).
-    score: the task metric's value (0 when no response came back).
+    score: the task metric's value (an episode: 1 for a win, else the env's partial credit, e.g.
+      ALFWorld's goal-condition share; 0 when no response came back).
     passed: the metric counts the response as correct (an episode: the env reported it won).
     prompt_tokens: tokens the executor read (an episode: its context tokens, each counted once).
     completion_tokens: tokens it generated.
@@ -224,7 +225,7 @@ def _episode_result(trajectory: Trajectory) -> ExecutorResult:
   # Each segment opens with [system, task]: the transcript is what follows.
   turns = [f"{message.role}: {message.content}" for segment in trajectory.segments
            for message in segment.messages[2:]]
-  return ExecutorResult(trajectory.answer or "", float(m.success), bool(m.success),
+  return ExecutorResult(trajectory.answer or "", m.score, bool(m.success),
                         m.total_tokens - m.generated_tokens, m.generated_tokens,
                         trajectory.error or m.finish_reason, error=bool(trajectory.error),
                         transcript="\n".join(turns), steps=m.steps)

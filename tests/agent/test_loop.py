@@ -1,12 +1,15 @@
 """The batched agent loop on VaultEnv with scripted policies (real tokenizer, real env)."""
 
 import json
+import os
 import re
 
 import pytest
 
 from memex_jax.agent import (AgentConfig, EpisodeSpec, Message, ScriptedPolicy, Turn,
                              run_episodes)
+from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld.env import AlfWorldEnv, memex_harder
 from memex_jax.envs.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask, vault_code
@@ -248,3 +251,19 @@ def test_a_policy_breaking_its_contract_raises(renderer):
   # Unlike anything a model writes, this is a bug of the caller's code: it must not be scored.
   with pytest.raises(ValueError, match="the policy returned 1 turns for 2 requests"):
     _run(renderer, [[_go("look")]] * 2, policy=_DroppingPolicy(renderer, [[_go("look")]] * 2))
+
+
+def test_the_env_partial_credit_is_the_episode_score(renderer, games_root, manifest):
+  record = min((r for r in manifest if r["task_type"] == "pick_two_obj_and_place"),
+               key=lambda r: r["num_receptacles"])
+  folder = os.path.join(games_root, record["path"])
+  with open(os.path.join(folder, games.GAME_FILE)) as f:
+    commands = ["look"] + json.load(f)["walkthrough"]
+  # One object of two placed: half the goal's conditions, no win.
+  scripts = [[_go(c) for c in commands[:-2]] + [_call("Finish", answer="stopping here")],
+             [_go(c) for c in commands]]
+  halfway, won = _run(renderer, scripts, tasks=[folder, folder],
+                      envs=[AlfWorldEnv(memex_harder()) for _ in scripts], threshold=4096,
+                      context_window=8192, max_steps=len(commands))
+  assert not halfway.metrics.success and halfway.metrics.score == 0.5
+  assert won.metrics.success and won.metrics.score == 1.0

@@ -11,7 +11,8 @@ from memex_jax.agent.trajectory import EpisodeMetrics
 
 def _metrics(success, steps, reason="finish"):
   return EpisodeMetrics(
-      success=success, steps=steps, peak_working=100 * steps, mean_working=50.0,
+      success=success, score=float(success), steps=steps, peak_working=100 * steps,
+      mean_working=50.0,
       total_tokens=10, generated_tokens=5, num_compress=1, num_read=0, num_truncations=0,
       num_segments=2, num_redundant=0, num_malformed=0, num_tool_calls=3, p_context=0.5,
       p_redundancy=0.0, p_format=0.25, reward=float(success) - 0.75,

@@ -19,7 +19,8 @@ def episode(success: bool, steps: int, peak: int, compress: int, read: int,
             p_context: float = 0.0, malformed: int = 0) -> dict:
   p_format = malformed / steps
   return EpisodeMetrics(
-      success=success, steps=steps, peak_working=peak, mean_working=0.6 * peak,
+      success=success, score=float(success), steps=steps, peak_working=peak,
+      mean_working=0.6 * peak,
       total_tokens=4 * peak, generated_tokens=30 * steps, num_compress=compress, num_read=read,
       num_truncations=0, num_segments=compress + 1, num_redundant=0, num_malformed=malformed,
       num_tool_calls=steps, p_context=p_context, p_redundancy=0.0, p_format=p_format,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from typing import Any
 
@@ -18,6 +19,7 @@ from textworld.envs import PddlEnv
 
 from memex_jax.envs import pool as pool_lib
 from memex_jax.envs.alfworld import games
+from memex_jax.envs.alfworld import goal_conditions
 from memex_jax.envs.alfworld import grammar_cache
 from memex_jax.envs.alfworld import translation
 
@@ -101,6 +103,8 @@ class AlfWorldEnv:
       engine = alfred_tw_env.AlfredExpert(engine, expert_type=config.expert)
     self._engine = engine
     self._loaded: str | None = None
+    self._goal: goal_conditions.GoalConditions | None = None
+    self._entity_types: dict[str, str] = {}
     self._state = None
     self._facts: frozenset = frozenset()
     self._room_items = ""
@@ -124,6 +128,9 @@ class AlfWorldEnv:
       if path != self._loaded:
         self._loaded = None
         self._engine.load(path)
+        with open(path) as f:
+          self._goal = goal_conditions.GoalConditions(
+              goal_conditions.parse_goal(json.load(f)["pddl_problem"]))
         self._loaded = path
       state = self._engine.reset()
       room, task_line = [p.strip() for p in state.feedback.split("\n\n")[1:3]]
@@ -131,6 +138,7 @@ class AlfWorldEnv:
       raise ValueError(f"ALFWorld engine could not start {path}: {type(e).__name__}: {e}") from e
     self._state = state
     self._facts = frozenset(state["_facts"])
+    self._entity_types = {a.name: a.type for fact in self._facts for a in fact.arguments}
     self.task_text = task_line.removeprefix(_TASK_PREFIX).rstrip(".")
     listing = _LISTING.search(room)
     self._room_items = listing.group(1).rstrip(".") if listing else "nothing"
@@ -200,8 +208,16 @@ class AlfWorldEnv:
   def _admissible(self) -> list[str]:
     return list(self._state["admissible_commands"])
 
+  def goal_conditions_met(self) -> float:
+    """The share of the goal's conditions that hold now (1 once won): the partial credit."""
+    if self._won:
+      return 1.0
+    facts = [(fact.name, *(a.name for a in fact.arguments)) for fact in self._facts]
+    return self._goal.share_met(facts, self._entity_types)
+
   def _info(self) -> dict[str, Any]:
-    info: dict[str, Any] = {"changed_state": self._last_changed, "steps": self._steps}
+    info: dict[str, Any] = {"changed_state": self._last_changed, "steps": self._steps,
+                            "score": self.goal_conditions_met()}
     if not self.config.hide_admissible_commands:
       info["admissible_commands"] = self._admissible()
     if self.config.expert:

@@ -53,6 +53,20 @@ def test_generated_games_are_won_by_their_walkthroughs(plain, games_root, manife
     assert won and done, record["path"]
 
 
+def test_partial_credit_counts_goal_conditions_along_the_walkthrough(harder, games_root,
+                                                                   manifest):
+  two_conditions = ("pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+                    "pick_clean_then_place_in_recep", "pick_two_obj_and_place")
+  record = min((r for r in manifest if r["task_type"] in two_conditions),
+               key=lambda r: r["num_receptacles"])
+  folder = os.path.join(games_root, record["path"])
+  harder.reset(folder)
+  scores = [harder.step(command)[3]["score"] for command in ["look"] + _walkthrough(folder)]
+  assert scores[0] == 0.0 and scores[-1] == 1.0, (record["path"], scores)
+  assert 0.5 in scores, (record["path"], scores)  # one condition of two met on the way
+  assert all(0.0 <= s <= 1.0 for s in scores)
+
+
 def test_harder_hides_listing_and_commands_until_one_look(plain, harder, small_game):
   _, plain_first = plain.reset(small_game)
   listing = plain_first.split("\n\n")[0]
