@@ -4,9 +4,12 @@
   python -m bench.train_step --model qwen2_5_0_5b --batch 8 --seq 2048 --dtype bfloat16 \
       --peak_size 8192                         # the H200 row of the foundation issue
   python -m bench.train_step --seq 3072 --train_attention_block 0   # a long row, untiled attention
+  python -m bench.train_step --seq 2304 --quant none --no_grad_layers 0 20   # backward through
+                                               # the top 10 layers only, beside the full step
 
 MFU = (6 N + 12 L S d) * tokens / step_time / peak, N = all parameters, L layers, S sequence
-length, d model width (attention counted non-causal), peak = a measured square matmul.
+length, d model width (attention counted non-causal), peak = a measured square matmul. With
+no-gradient layers the FLOPs are still the full step's: MFU is then its full-step equivalent.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array,
 
 
 def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
-        peak: float, train_attention_block: int | None = None) -> dict:
-  cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant)
+        peak: float, train_attention_block: int | None = None, no_grad_layers: int = 0) -> dict:
+  cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant,
+                                no_grad_layers=no_grad_layers)
   if train_attention_block is not None:
     cfg = cfg.replace(train_attention_block=train_attention_block)
   tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
@@ -62,7 +66,8 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
   seconds = report.time_call(step_call(cfg, params, tokens, chunk), repeats)
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
-          "train_attention_block": cfg.train_attention_block, "params_M": cfg.num_params / 1e6,
+          "train_attention_block": cfg.train_attention_block, "no_grad_layers": no_grad_layers,
+          "params_M": cfg.num_params / 1e6,
           "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
 
@@ -76,6 +81,11 @@ def main() -> None:
   parser.add_argument("--chunk", type=int, default=512, help="loss chunk in tokens")
   parser.add_argument("--train_attention_block", type=int, default=None,
                       help="attention tile size (0 = one masked attention; default: the model's)")
+  parser.add_argument("--quant", nargs="+", default=["none", "int4_qat"],
+                      choices=["none", "int4_qat"], help="one row per quantization")
+  parser.add_argument("--no_grad_layers", type=int, nargs="+", default=[0],
+                      help="lowest layers without gradient (ModelConfig.no_grad_layers), one row "
+                      "per value")
   parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
@@ -83,7 +93,7 @@ def main() -> None:
   peak = flops.matmul_peak_flops(args.dtype, args.peak_size)
   print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
   rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak,
-              args.train_attention_block) for q in ("none", "int4_qat")]
+              args.train_attention_block, k) for q in args.quant for k in args.no_grad_layers]
   report.print_table(f"train step ({jax.default_backend()})", rows)
   report.write_json(args.out or f"bench/results/train_step_{jax.default_backend()}.json",
                     {"peak_flops": peak, "rows": rows})

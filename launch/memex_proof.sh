@@ -13,7 +13,8 @@
 # SmolLM2's weights (launch/device_env.sh). PYTHON (default python3) runs every step; each
 # stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
 # REPORT_DIR (default results/memex_<scale>) receives the report; on the CPU, EVAL_GAMES (40),
-# EVAL_SPLITS ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12) size the evaluations.
+# EVAL_SPLITS ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12) size the evaluations
+# and SFT_MINUTES (40) the SFT's time budget.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
@@ -25,7 +26,8 @@ export PYTHONUNBUFFERED=1
 if [ "${SCALE}" = gpu ]; then
   source launch/device_env.sh
   VARIANT=":gpu"
-  TRAIN_GAMES=512; DEMOS=512; THRESHOLD=2048; WINDOW=8192; RL_ITERATIONS="${RL_ITERATIONS:-3}"
+  TRAIN_GAMES=512; DEMOS=512; THRESHOLD=2048; WINDOW=8192; PROMPT=full
+  RL_ITERATIONS="${RL_ITERATIONS:-3}"
   SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
        --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes=4)
   AGENT=(--config.agent.max_steps=40 --config.agent.max_turn_tokens=512)
@@ -36,20 +38,25 @@ if [ "${SCALE}" = gpu ]; then
 elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
   # Sized for 60-90 minutes on 2 cores; the reasons are in results/memex_cpu/README.md.
-  TRAIN_GAMES=24; DEMOS=40; THRESHOLD=1024; WINDOW=3072; RL_ITERATIONS="${RL_ITERATIONS:-1}"
-  SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len=3072
-       --config.heldout.one_in=20 --config.heldout.every=12 --config.heldout.patience=2
-       --config.max_minutes=35 --config.log_every=2 --config.checkpoint.every=6)
-  AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=384)
+  # The compact system prompt (~0.5K tokens, not ~1K) is in every trained segment.
+  TRAIN_GAMES=24; DEMOS=40; THRESHOLD=1024; WINDOW=2304; PROMPT=compact
+  RL_ITERATIONS="${RL_ITERATIONS:-1}"
+  # SFT trains the top 10 of SmolLM2's 30 layers (and the tied embedding through the head): no
+  # backward through the lower 20 halves a step's cost, so the budget covers twice the rows.
+  SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
+       --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=10 --config.heldout.patience=2
+       --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5)
+  AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=400)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
-      --config.batch.rows=1 --config.batch.seq_len=3072 --config.checkpoint.every=1)
+      --config.batch.rows=1 --config.batch.seq_len="${WINDOW}" --config.checkpoint.every=1)
   EVAL=(--config.num_games="${EVAL_GAMES:-40}" --config.batch_episodes=20)
   # The untrained model, briefly: it emits no valid tool call (see the README).
   ZERO_SHOT=(--config.num_games="${ZERO_SHOT_GAMES:-12}" --config.batch_episodes=12)
 else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
-AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}")
+AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}"
+        --config.agent.prompt_style="${PROMPT}")
 EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config.regimes=('memex',)"
        "${AGENT[@]}")
 GAMES="${WORK}/games"
@@ -79,7 +86,8 @@ EOF
 stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworld.generate --out "${GAMES}" --split train \
   --num "${TRAIN_GAMES}" --seed 0
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
-  --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}"
+  --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
+  --prompt-style "${PROMPT}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

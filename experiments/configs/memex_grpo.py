@@ -39,6 +39,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model.dtype = "bfloat16" if gpu else "float32"
   c.model.int4 = gpu  # int4 QAT training and int4 rollouts (the Memex recipe)
   c.model.remat = True  # recompute each layer in the backward: activations of long rows are large
+  c.model.no_grad_layers = 0  # > 0: train only the layers above (a CPU speed choice)
 
   c.games = ml_collections.ConfigDict()
   c.games.dir = ""  # "" = generate under ~/.cache/memex_jax/<family's cache>
@@ -61,6 +62,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.threshold = 2048 if gpu else 128
   c.agent.max_turn_tokens = 512 if gpu else 48
   c.agent.summary_token_budget = 300
+  c.agent.prompt_style = "full"  # "compact": tools as one-line signatures (~0.5K tokens, not ~1K)
 
   c.chat = ml_collections.ConfigDict()
   c.chat.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"

@@ -78,6 +78,11 @@ class ModelConfig:
       least two blocks attend in tiles of this many ids, forward and backward, so no [B H T T]
       tensor is made (SmolLM2 at 3,072 ids on the CPU: the train step 1.4-1.7x faster with
       256 over three runs, 1.2x with 128, 1.0x with 512); 0 = one masked attention.
+    no_grad_layers: without a cache, the lowest this many layers pass no gradient: they run
+      forward only (no remat, no backward), so a train step costs about the forward plus the
+      backward of the layers above (the embedding is then trained through the tied head only).
+      The forward, and so every logprob, is unchanged. A learning-speed choice for the CPU;
+      weight decay, where the optimizer applies it, still acts on those layers. 0 = off.
   """
 
   family: str
@@ -103,6 +108,7 @@ class ModelConfig:
   remat_saves: str = "nothing"
   attention_block: int = 128
   train_attention_block: int = 256
+  no_grad_layers: int = 0
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -118,6 +124,9 @@ class ModelConfig:
     for name in ("attention_block", "train_attention_block"):
       if getattr(self, name) < 0:
         raise ValueError(f"{name}={getattr(self, name)} must be >= 0 (0 = off)")
+    if not 0 <= self.no_grad_layers < self.num_layers:
+      raise ValueError(f"no_grad_layers={self.no_grad_layers} must be in [0, num_layers="
+                       f"{self.num_layers})")
     if self.num_heads % self.num_kv_heads:
       raise ValueError(
           f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")

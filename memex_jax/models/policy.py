@@ -15,7 +15,7 @@ from memex_jax.tokenizers import Tokenizer
 
 
 def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
-                int4: bool = False) -> tuple[ModelConfig, dict, Tokenizer]:
+                int4: bool = False, no_grad_layers: int = 0) -> tuple[ModelConfig, dict, Tokenizer]:
   """(config, float params, tokenizer) of a GGUF model ('' = the packaged SmolLM2).
 
   Args:
@@ -23,12 +23,14 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
     dtype: compute dtype of the model.
     remat: recompute each layer in the backward pass (long rows have large activations).
     int4: int4 QAT in training and int4 serving weights in rollouts (the Memex recipe).
+    no_grad_layers: train only above this many lowest layers (`ModelConfig.no_grad_layers`).
   """
   path = gguf or str(smollm2_gguf_path())
   cfg, params = gguf_io.load_gguf(path)
   tokenizer = Tokenizer.from_gguf(path)
   tokenizer.check_matches(cfg.vocab_size, path)
-  cfg = cfg.replace(dtype=dtype, remat=bool(remat), quant="int4_qat" if int4 else "none")
+  cfg = cfg.replace(dtype=dtype, remat=bool(remat), quant="int4_qat" if int4 else "none",
+                    no_grad_layers=no_grad_layers)
   return cfg, params, tokenizer
 
 

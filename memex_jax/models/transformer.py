@@ -124,8 +124,12 @@ class Transformer(nn.Module):
                  nn.broadcast if cache is None else 0),
         length=c.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
     layer_cache = None if cache is None else (cache["k"], cache["v"])
-    x, layer_cache = scanned(c, name="layers")(x, cos, sin, mask, positions, segment_ids,
-                                              layer_cache)
+    if c.no_grad_layers and cache is None and not self.is_initializing():
+      x = _layers_without_lower_gradient(c, self.variables["params"]["layers"], x, cos, sin,
+                                         mask, positions, segment_ids)
+    else:
+      x, layer_cache = scanned(c, name="layers")(x, cos, sin, mask, positions, segment_ids,
+                                                layer_cache)
     new_cache = None if cache is None else {"k": layer_cache[0], "v": layer_cache[1]}
     x = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="final_norm")(x)
     if return_hidden:
@@ -139,6 +143,25 @@ class Transformer(nn.Module):
                         kernel_init=nn.with_logical_partitioning(
                             nn.initializers.normal(0.02), ("embed", "vocab")))(x)
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab")), new_cache
+
+
+def _layers_without_lower_gradient(c: ModelConfig, stacked: dict, x: Array, cos: Array,
+                                   sin: Array, mask: Array, positions: Array,
+                                   segment_ids: Array | None) -> Array:
+  """The scanned layers on their stacked params, the lowest `c.no_grad_layers` under
+  stop_gradient: autodiff then keeps no residuals of theirs and runs no backward through them."""
+  layer = DecoderLayer(c, parent=None)
+
+  def step(h, p):
+    return layer.apply({"params": p}, h, cos, sin, mask, positions, segment_ids, None)[0], None
+
+  k = c.no_grad_layers
+  lower = jax.tree.map(lambda p: jax.lax.stop_gradient(p[:k]), stacked)
+  upper = jax.tree.map(lambda p: p[k:], stacked)
+  x = jax.lax.stop_gradient(jax.lax.scan(step, x, lower)[0])
+  if c.remat:
+    step = jax.checkpoint(step, prevent_cse=False, policy=_REMAT_POLICIES[c.remat_saves])
+  return jax.lax.scan(step, x, upper)[0]
 
 
 # -- one-token decoding with the layers unrolled --

@@ -138,3 +138,33 @@ def test_remat_policies_give_the_same_gradients():
                  grads(cfg.replace(remat=True, remat_saves=saves)))
   with pytest.raises(ValueError, match="remat_saves='everything'"):
     cfg.replace(remat_saves="everything")
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_no_grad_layers_keep_the_loss_and_the_upper_gradients(remat):
+  cfg = config_lib.tiny("llama", num_layers=4, remat=remat)  # tied embedding
+  _, params = _init(cfg)
+  tokens = jax.random.randint(jax.random.PRNGKey(4), (2, 12), 0, cfg.vocab_size)
+  segments = jnp.asarray([[0] * 5 + [1] * 7, [0] * 12])
+
+  def loss_and_grads(c):
+    def loss(p):
+      logits, _ = transformer.Transformer(c).apply({"params": p}, tokens, _positions(2, 12),
+                                                   segment_ids=segments)
+      picked = jnp.take_along_axis(logits, tokens[..., None], -1)[..., 0]
+      return jnp.mean(jax.nn.logsumexp(logits, -1) - picked)
+    # Lower layers without gradient: one scan fewer in the backward (none through them).
+    scans = str(jax.make_jaxpr(jax.grad(loss))(params)).count("scan[")
+    return jax.jit(jax.value_and_grad(loss))(params), scans
+
+  (full_loss, full), full_scans = loss_and_grads(cfg)
+  (loss, grads), scans = loss_and_grads(cfg.replace(no_grad_layers=3))
+  np.testing.assert_allclose(loss, full_loss, rtol=1e-6)
+  assert scans == full_scans + 1  # forward of the lower, forward + backward of the upper
+  for got, want in zip(jax.tree.leaves(grads["layers"]), jax.tree.leaves(full["layers"])):
+    np.testing.assert_array_equal(got[:3], 0.0)
+    np.testing.assert_allclose(got[3:], want[3:], rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(grads["final_norm"]["scale"], full["final_norm"]["scale"],
+                             rtol=1e-5, atol=1e-7)
+  with pytest.raises(ValueError, match="no_grad_layers=4"):
+    cfg.replace(no_grad_layers=4)
