@@ -4,8 +4,8 @@ r"""ExpHarness evaluation: the trained graph and copilot, frozen, against baseli
       --config.workdir=/tmp/expharness
 
 On the held-out tasks of each suite (disjoint from training; `expharness_setup.split_tasks`):
-- no_memory: the executor alone (the s_without cache of the run is reused: same executor, same
-  prompt);
+- no_memory: the executor alone, on the prompt of s_without (run here, not read from the
+  s_without cache, so that agentic suites also report its mean steps);
 - flat_top_k: the top-K units by cosine to the task, no copilot, no graph;
 - expharness: the greedy copilot's (R, W) and the full retrieval on the trained graph;
 - no_diffusion, no_utility_ranking: the same graph and copilot with that retrieval ablation;
@@ -35,7 +35,6 @@ from memex_jax import runs
 from memex_jax.harness import persistence
 from memex_jax.harness import pipeline
 from memex_jax.harness.copilot import Copilot, CopilotConfig
-from memex_jax.harness.score_cache import NoMemoryScores
 from memex_jax.models.policy import load_policy
 from memex_jax.runs import plots
 
@@ -119,12 +118,11 @@ def main(argv) -> None:
   loaded = {}
   rows = []
   for method in c.eval.methods:
-    steps = [None] * len(eval_tasks)
     if method == "no_memory":
-      cache = NoMemoryScores(setup.scores_path(c.workdir), executor.key)
-      scores, failures = pipeline.no_memory_scores(executor.executor, cache, eval_tasks)
-      scores = [0.0 if s is None else s for s in scores]  # a failed run scores 0
-      rows.append(dict(table_rows(method, eval_tasks, scores, steps), failures=failures))
+      results = pipeline.safe_solve(executor.executor, eval_tasks, [()] * len(eval_tasks))
+      steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
+      rows.append(dict(table_rows(method, eval_tasks, [r.score for r in results], steps),
+                       failures=sum(r.error for r in results)))
       continue
     run = "full" if method in ("flat_top_k", "expharness", *RETRIEVAL_ABLATIONS) else method
     if run not in runs_by_name:

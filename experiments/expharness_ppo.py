@@ -138,7 +138,7 @@ def main(argv) -> None:
     first_iteration = int(restored.host["iteration"])
     state = restored.state
     try:
-      graph = persistence.load(setup.graph_path(c.workdir, restored.step), encoder.name)
+      graph = persistence.load(setup.graph_path(c.workdir, restored.step, host), encoder.name)
     except persistence.GraphFileError as error:
       raise SystemExit(f"cannot resume from checkpoint {restored.step}: {error}") from None
     copilot.sampler.params = state.params[rl.ppo.POLICY]
@@ -212,9 +212,8 @@ def main(argv) -> None:
                       f"{metrics['s_with']:.2f} s_without {metrics['s_without']:.2f} graph "
                       f"{len(graph)} fallbacks {metrics['fallbacks']}")
       if (it + 1) % c.checkpoint.every == 0 or it + 1 == c.num_iterations:
-        if host == 0:
-          os.makedirs(os.path.dirname(setup.graph_path(c.workdir, it + 1)), exist_ok=True)
-          persistence.save(setup.graph_path(c.workdir, it + 1), graph)
+        os.makedirs(os.path.dirname(setup.graph_path(c.workdir, it + 1)), exist_ok=True)
+        persistence.save(setup.graph_path(c.workdir, it + 1, host), graph)
         ckpt.save(it + 1, state, {"iteration": it + 1, "totals": dict(totals),
                                   "summaries": dict(summarizer.counts),
                                   "copilot_rng": runs.key_to_json(copilot.sampler.rng)})

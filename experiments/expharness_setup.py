@@ -22,9 +22,14 @@ from memex_jax.sampling import Sampler, SamplerConfig
 from memex_jax.sampling.sampler import DEFAULT_STOPS
 
 
-def graph_path(workdir: str, step: int) -> str:
-  """Where the graph of checkpoint `step` is saved."""
-  return os.path.join(workdir, "graph", f"step_{step}.npz")
+def graph_path(workdir: str, step: int, host: int = 0) -> str:
+  """Where `host` saves the graph of checkpoint `step`.
+
+  Every host holds the same graph and saves its own copy, so a host resumes from its own file
+  whether the workdir is shared or on each host's disk.
+  """
+  suffix = f".host{host}" if host else ""
+  return os.path.join(workdir, "graph", f"step_{step}{suffix}.npz")
 
 
 def scores_path(workdir: str) -> str:
@@ -116,7 +121,9 @@ def build_executor(c: Any) -> Executor:
                                          context_window=c.executor.cache_length)
     agent = harness.AgentExecutor(sampler, ChatRenderer(tokenizer), agent_cfg,
                                   alfworld_env.AlfWorldEnv, episodes_per_call=c.executor.num_slots)
-    return Executor(agent, local, f"agent:{key}:steps{c.tasks.alfworld_max_steps}", sampler)
+    # Scored with partial credit (the goal-condition share), so keyed apart from win-only caches.
+    return Executor(agent, local, f"agent:{key}:steps{c.tasks.alfworld_max_steps}:goal_share",
+                    sampler)
   return Executor(local, local, key, sampler)
 
 

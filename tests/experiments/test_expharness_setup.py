@@ -72,3 +72,8 @@ def test_gpu_variant_is_the_paper_setting():
   assert c.copilot.reply_prefix == ""  # the paper's copilot writes its own tag
   with pytest.raises(ValueError, match="unknown expharness config variant"):
     expharness.get_config("tpu")
+
+
+def test_each_host_saves_its_own_graph_copy():
+  paths = {setup.graph_path("/w", 3, host) for host in range(4)}
+  assert len(paths) == 4 and setup.graph_path("/w", 3) == "/w/graph/step_3.npz"
