@@ -105,6 +105,7 @@ class AlfWorldEnv:
     self._loaded: str | None = None
     self._goal: goal_conditions.GoalConditions | None = None
     self._entity_types: dict[str, str] = {}
+    self._score = 0.0  # goal_conditions_met() of the current facts
     self._state = None
     self._facts: frozenset = frozenset()
     self._room_items = ""
@@ -144,6 +145,7 @@ class AlfWorldEnv:
     self._room_items = listing.group(1).rstrip(".") if listing else "nothing"
     self._steps = self._looks = 0
     self._done = self._won = False
+    self._score = self.goal_conditions_met()
     self._last_command, self._last_changed = None, False
     first = _MID_ROOM if self.config.hide_initial_observation else room
     return self.task_text, self._with_commands(first)
@@ -172,6 +174,8 @@ class AlfWorldEnv:
     self._last_changed = facts != self._facts
     self._facts = facts
     self._won = bool(self._state["won"])
+    if self._last_changed:  # the goal search costs milliseconds: only when the facts moved
+      self._score = self.goal_conditions_met()
     observation = self._state.feedback.strip()
     if command == LOOK and self.config.hide_initial_observation:
       observation = self._revealed_room(observation)
@@ -217,7 +221,7 @@ class AlfWorldEnv:
 
   def _info(self) -> dict[str, Any]:
     info: dict[str, Any] = {"changed_state": self._last_changed, "steps": self._steps,
-                            "score": self.goal_conditions_met()}
+                            "score": self._score}
     if not self.config.hide_admissible_commands:
       info["admissible_commands"] = self._admissible()
     if self.config.expert:
