@@ -1,20 +1,24 @@
 r"""Rollout-loop throughput: the real agent loop with SmolLM2 on generated harder-ALFWorld games.
 
   python -m bench.rollout_loop [--live 8 16] [--steps 2] [--group_size 2] [--games_dir DIR \
-      --split SPLIT] [--no_warmup] [--out PATH]
+      --split SPLIT] [--checkpoint DIR] [--max_turn_tokens 48] [--chunk_tokens 32] \
+      [--no_warmup] [--out PATH]
 
 `run_episodes` drives the JAX sampler (float32 SmolLM2-135M-Instruct, temperature 1) and a pool
 of harder-ALFWorld engines, one per live episode, as one iteration of experiments/memex_grpo.py
 does with its CPU config (1,536-token window, threshold 128, 48-token turns): `live` episodes,
-`live / group_size` games. For each live count it runs with the sampler's shared-prefix cache
-off, then on, each after an untimed identical warm-up run (compiles), and reports episodes per
-minute, generated tokens/s and where the wall time went:
+`live / group_size` games (`--checkpoint` loads an export, e.g. the proof run's SFT policy, whose
+turns range from a 20-id action to a 400-id compression). For each live count it runs three
+sampler settings, each after an untimed identical warm-up run (compiles): whole turns without the
+shared-prefix cache, whole turns with it, and turns decoded in chunks of `--chunk_tokens` with it;
+it reports episodes per minute, generated tokens/s and where the wall time went:
 - prefill, decode: the sampler's two device stages, waited on (`SamplerStats`);
 - env: the pool's reset, step and release calls (worker round trips included);
 - host: the rest (the loop's parsing, tokenizing and context bookkeeping, the sampler's slot
   planning and the host side of its calls).
 The timers sit at the seams (the sampler's stage calls and a proxy around the env pool), never in
-jitted code. `prefix_speedup` is the on/off wall-time ratio measured in this process.
+jitted code. `prefix_speedup` and `chunk_speedup` are wall-time ratios (prefix off / on, whole
+turns / chunks) measured in this process.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import env as alfworld_env
 from memex_jax.envs.alfworld import generate
 from memex_jax.envs.pooled import PooledEnv
+from memex_jax import runs
 from memex_jax.models.policy import load_policy
 from memex_jax.sampling import Sampler, SamplerConfig
 
@@ -64,13 +69,14 @@ class TimedPool:
 
 
 def run_once(policy: tuple[Any, dict, Any], pool: TimedPool, games: Sequence[str], live: int,
-             steps: int, group_size: int, share_prefix: bool, seed: int = 0) -> dict[str, Any]:
+             steps: int, group_size: int, share_prefix: bool, chunk_tokens: int,
+             max_turn_tokens: int, seed: int = 0) -> dict[str, Any]:
   """One batch of `live` episodes (G = `group_size` rollouts per game) through `run_episodes`."""
   cfg, params, tokenizer = policy
-  agent = smollm2_alfworld(max_steps=steps, **CPU_AGENT)
+  agent = smollm2_alfworld(max_steps=steps, **{**CPU_AGENT, "max_turn_tokens": max_turn_tokens})
   sampler = Sampler(cfg, params, tokenizer, SamplerConfig(
       num_slots=live, cache_length=agent.context_window, temperature=1.0, top_p=1.0, seed=seed,
-      share_prefix=share_prefix))
+      share_prefix=share_prefix, chunk_tokens=chunk_tokens))
   specs = [EpisodeSpec(PooledEnv(pool, i), games[(i // group_size) % len(games)],
                        group_id=i // group_size) for i in range(live)]
   pool.seconds = 0.0
@@ -79,7 +85,8 @@ def run_once(policy: tuple[Any, dict, Any], pool: TimedPool, games: Sequence[str
   wall = time.perf_counter() - start
   stats = sampler.stats
   host = wall - stats.prefill_s - stats.decode_s - pool.seconds
-  return {"live": live, "share_prefix": share_prefix, "episodes": len(trajectories),
+  return {"live": live, "share_prefix": share_prefix, "chunk_tokens": chunk_tokens,
+          "episodes": len(trajectories),
           "steps": sum(t.metrics.steps for t in trajectories), "wall_s": wall,
           "episodes_per_min": 60.0 * len(trajectories) / wall,
           "generated_tokens_per_s": stats.generated_tokens / wall,
@@ -94,18 +101,22 @@ def run_once(policy: tuple[Any, dict, Any], pool: TimedPool, games: Sequence[str
 
 
 def bench_live(policy: tuple[Any, dict, Any], games: Sequence[str], live: int, steps: int,
-               group_size: int, warmup: bool = True) -> list[dict[str, Any]]:
-  """Prefix sharing off then on, on one pool of `live` harder-ALFWorld engines."""
+               group_size: int, chunk_tokens: int, max_turn_tokens: int,
+               warmup: bool = True) -> list[dict[str, Any]]:
+  """Whole turns without and with prefix sharing, then chunked turns, on one pool of `live`
+  harder-ALFWorld engines."""
   rows = []
   pool = TimedPool(alfworld_env.make_pool(num_workers=live, harder=True))
   try:
-    for share in (False, True):
+    for share, chunk in ((False, 0), (True, 0), (True, chunk_tokens)):
       if warmup:
-        run_once(policy, pool, games, live, steps, group_size, share)
-      rows.append(run_once(policy, pool, games, live, steps, group_size, share))
+        run_once(policy, pool, games, live, steps, group_size, share, chunk, max_turn_tokens)
+      rows.append(run_once(policy, pool, games, live, steps, group_size, share, chunk,
+                           max_turn_tokens))
   finally:
     pool.close()
   rows[1]["prefix_speedup"] = rows[0]["wall_s"] / rows[1]["wall_s"]
+  rows[2]["chunk_speedup"] = rows[1]["wall_s"] / rows[2]["wall_s"]
   return rows
 
 
@@ -116,17 +127,24 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--group_size", type=int, default=2, help="rollouts per game")
   parser.add_argument("--games_dir", default="", help="ALFWorld game root ('' = generate)")
   parser.add_argument("--split", default="train", help="the games' split")
+  parser.add_argument("--checkpoint", default="", help="an export to load ('' = SmolLM2's own)")
+  parser.add_argument("--max_turn_tokens", type=int, default=CPU_AGENT["max_turn_tokens"],
+                      help="cap on a turn's ids")
+  parser.add_argument("--chunk_tokens", type=int, default=32, help="ids per chunk of a turn")
   parser.add_argument("--no_warmup", action="store_true", help="time the compiling runs too")
   parser.add_argument("--out", default="bench/results/rollout_loop.json", help="JSON path")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
-  policy = load_policy()
+  cfg, params, tokenizer = load_policy()
+  if args.checkpoint:
+    params = runs.import_params(args.checkpoint, params)
+  policy = (cfg, params, tokenizer)
   num_games = -(-max(args.live) // args.group_size)
   games = generate.games_for(args.games_dir, args.split, num=num_games, workers=2)
   rows = []
   for live in args.live:  # the record is rewritten after each live count: long runs show early
-    rows += bench_live(policy, games, live, args.steps, args.group_size,
-                       warmup=not args.no_warmup)
+    rows += bench_live(policy, games, live, args.steps, args.group_size, args.chunk_tokens,
+                       args.max_turn_tokens, warmup=not args.no_warmup)
     report.print_table("agent loop on harder ALFWorld (SmolLM2-135M, float32)", rows)
     report.write_json(args.out, {
         "command": " ".join(["python -m bench.rollout_loop", *argv]),

@@ -5,14 +5,16 @@ r"""Success, steps, peak working context and memory-tool use of a checkpoint, pe
 
 Greedy decoding, games in a fixed order, the same checkpoint under each regime. Episodes decode
 data-parallel on `config.mesh` (default: every device), `config.batch_episodes` at a time, rounded
-up to split evenly over it. Every episode's trajectory (conversation, memory store, metrics) is
-appended to `trajectories/<split>_<regime>.jsonl` as its chunk finishes, so a stopped evaluation
-keeps what it played and the same command resumes with the first unfinished chunk. Prints a
+up to split evenly over it; a game starts as soon as one ends, and turns are decoded in chunks of
+`config.chunk_tokens` ids, so one long turn holds no other episode. Every episode's trajectory
+(conversation, memory store, metrics) is appended to `trajectories/<split>_<regime>.jsonl` as it
+ends, so a stopped evaluation keeps what it played and the same command plays the rest. Prints a
 table with standard errors and writes `evaluation.json` and `evaluation.png` under the workdir.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 from typing import Any
@@ -42,21 +44,20 @@ def evaluate(c: Any, sampler: Sampler, renderer: ChatRenderer, pool: Any, games:
   agent_cfg = runs.from_section(AgentConfig, c.agent, "config.agent", mode=regime,
                                 env_instructions=instructions)
   done = {r["index"]: r for r in records.read_records(path)}
-  at_once = sampler.config.num_slots
+  todo = [i for i in range(len(games)) if i not in done]
   episodes = tqdm.tqdm(total=len(games), desc=f"{path.stem} episodes", initial=len(done))
   turns = tqdm.tqdm(desc=f"{path.stem} turns", unit="turn")
-  for start in range(0, len(games), at_once):
-    chunk = range(start, min(start + at_once, len(games)))
-    if all(i in done for i in chunk):
-      continue  # a chunk is replayed whole, so its episodes decode as in an unbroken run
-    specs = [EpisodeSpec(PooledEnv(pool, i - start), games[i], group_id=i) for i in chunk]
-    trajectories = run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=start,
-                                on_round=turns.update)
-    new = [records.trajectory_record(t, index=i, game=games[i])
-           for i, t in zip(chunk, trajectories) if i not in done]
-    records.write_records(path, new, append=True)
-    done.update((r["index"], r) for r in new)
-    episodes.update(len(new))
+
+  def save(k: int, trajectory: Any) -> None:
+    i = todo[k]
+    record = records.trajectory_record(trajectory, index=i, game=games[i])
+    records.write_records(path, [record], append=True)
+    done[i] = record
+    episodes.update(1)
+
+  specs = [EpisodeSpec(PooledEnv(pool, i), games[i], group_id=i) for i in todo]
+  run_episodes(sampler, specs, renderer, agent_cfg, on_round=turns.update,
+               max_live=sampler.config.num_slots, on_end=save)
   episodes.close()
   turns.close()
   return [done[i] for i in range(len(games))]
@@ -89,7 +90,8 @@ def main(argv) -> None:
     params = runs.import_params(c.checkpoint, params)
   slots = parallel.round_up_batch(c.batch_episodes, mesh)
   sampler = Sampler(*serving_view(model_cfg, params), tokenizer, SamplerConfig(
-      num_slots=slots, cache_length=c.agent.context_window, temperature=0.0, seed=c.seed),
+      num_slots=slots, cache_length=c.agent.context_window, temperature=0.0, seed=c.seed,
+      chunk_tokens=c.chunk_tokens),
       mesh=mesh)
   print(f"decoding {slots} episodes at a time on a {dict(mesh.shape)} mesh")
   renderer = runs.from_section(ChatRenderer, c.chat, "config.chat", tokenizer=tokenizer)
@@ -110,13 +112,17 @@ def main(argv) -> None:
         rows.append({"label": f"{split}\n{regime}", **summary})
   finally:
     pool.close()
+  stats = dataclasses.asdict(sampler.stats)  # this process's decoding (a resumed run: its part)
   (out / "evaluation.json").write_text(json.dumps(
-      {"checkpoint": c.checkpoint, "results": results}, indent=1))
+      {"checkpoint": c.checkpoint, "results": results, "sampler": stats}, indent=1))
   print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} "
         f"{'compress':>8s} {'read':>6s}")
   for name, s in results.items():
     print(f"{name:28s} {s['success']:7.3f} ± {s['success_se']:.3f} {s['steps']:7.1f} "
           f"{s['peak_working']:9.0f} {s['num_compress']:8.2f} {s['num_read']:6.2f}")
+  print(f"sampler: {stats['calls']} calls, {stats['generated_tokens']} ids generated in "
+        f"{stats['decode_s']:.0f} s of decode, {stats['prefill_tokens']} prefilled in "
+        f"{stats['prefill_s']:.0f} s")
   plots.plot_evaluation(rows, out)
   print(f"wrote {out / 'evaluation.json'}, {out / 'evaluation.png'} and the trajectories under "
         f"{out / 'trajectories'}")

@@ -30,6 +30,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.num_games = -1  # -1 = the whole split (140 / 134); smaller for a quick look
   c.regimes = ("memex", "full_context", "summary_only")
   c.batch_episodes = 16 if arg == "gpu" else 4  # episodes decoded at once (rounded up to the mesh)
+  c.chunk_tokens = train.sampler.chunk_tokens  # see SamplerConfig.chunk_tokens
   c.mesh = train.mesh  # decoding is data-parallel over data * fsdp; params lie as in training
   c.seed = 0
   return c

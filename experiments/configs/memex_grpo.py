@@ -74,6 +74,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.sampler = ml_collections.ConfigDict()  # the learner's logprobs use the same temperature
   c.sampler.temperature = 1.0
   c.sampler.top_p = 1.0
+  c.sampler.chunk_tokens = 32  # ids per turn per decode call: short turns act while long ones run
 
   c.advantage = ml_collections.ConfigDict()
   c.advantage.name = "grpo"

@@ -16,7 +16,7 @@ from memex_jax.agent.parser import (FORMAT_ERRORS, INVALID_ARGUMENTS, INVALID_JS
                                     INVALID_TEXT, MAX_NESTING, MISSING_ARGUMENTS, MISSING_NAME,
                                     NO_TOOL_CALL, TAG_MISMATCH, ParsedTurn, ToolCall, parse_turn,
                                     text_problem)
-from memex_jax.agent.policy import Policy, Turn, TurnRequest
+from memex_jax.agent.policy import Policy, StreamingPolicy, Turn, TurnRequest
 from memex_jax.agent.prompts import build_system_prompt
 from memex_jax.agent.rewards import (RedundancyTracker, RewardBreakdown, RewardWeights,
                                      StepRecord, context_penalty, shaped_reward)
@@ -33,6 +33,7 @@ __all__ = [
     "MODES", "Message", "NO_TOOL_CALL",
     "ParsedTurn", "Policy", "RedundancyTracker", "RenderedIds", "RewardBreakdown",
     "RewardWeights", "SUMMARY_ONLY", "ScriptedPolicy", "ScriptedTurn", "Segment", "StepRecord",
+    "StreamingPolicy",
     "TAG_MISMATCH", "ToolCall", "Trajectory", "Turn", "TurnRequest", "build_system_prompt",
     "context_penalty", "parse_turn", "run_episodes", "shaped_reward", "text_problem",
     "tool_response", "tool_response_body", "tools_block",

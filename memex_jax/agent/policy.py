@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,3 +45,12 @@ class Policy(Protocol):
 
   def release(self, episode_id: int) -> None:
     """The episode ended: its slot and state may be reused."""
+
+
+@runtime_checkable
+class StreamingPolicy(Policy, Protocol):
+  """A policy that can return the turns that ended while others are still being written."""
+
+  def advance(self, requests: Sequence[TurnRequest]) -> dict[int, Turn]:
+    """Starts a turn per request, works on every unfinished turn a while, and returns the turns
+    that ended, by episode id (each started turn ends in this call or a later one)."""

@@ -108,6 +108,14 @@ def step_envs(envs: Sequence[Env], commands: Sequence[str]) -> list[StepReply]:
                       pooled.step_together, _step_reply, lambda error: StepReply(error=error))
 
 
+def release_envs(envs: Sequence[Env]) -> None:
+  """Frees the pool workers of episodes that ended on the agent's side (Finish, the step budget)
+  while their engine still runs them, so waiting episodes can start; plain envs hold nothing."""
+  for env in envs:
+    if isinstance(env, pooled.PooledEnv):
+      env.pool.release([env.episode_id])
+
+
 def _step_reply(env: Env, command: str, outcome: Any) -> StepReply:
   observation, done, won, info = outcome
   # Envs report the state change in info; the Env seam also answers it after the step.

@@ -17,24 +17,32 @@ Array = jax.Array
 
 @dataclasses.dataclass(frozen=True)
 class DecodeOutput:
-  """Result of one generate call.
+  """Result of one decode call.
 
   Attributes:
     cache: the updated KV cache.
     tokens: [B N] int32 sampled ids (valid up to `num_tokens`).
     logprobs: [B N] float32 log_softmax(logits / temperature) of each sampled id, before top-p.
     num_tokens: [B] int32 sampled per row.
+    done: [B] bool the row's turn ended (a stop, its `max_tokens`, or it was idle); False for a
+      row cut by the call's `max_new_tokens`, whose turn goes on in a later call.
+    logits: [B V] float32 where not `done`: the next id's logits (the row's last id was fed).
+    window: [B W] uint8 where not `done`: the row's stop-matching bytes so far.
   """
 
   cache: transformer.KVCache
   tokens: Array
   logprobs: Array
   num_tokens: Array
+  done: Array
+  logits: Array
+  window: Array
 
 
-jax.tree_util.register_dataclass(DecodeOutput,
-                                 data_fields=["cache", "tokens", "logprobs", "num_tokens"],
-                                 meta_fields=[])
+jax.tree_util.register_dataclass(
+    DecodeOutput,
+    data_fields=["cache", "tokens", "logprobs", "num_tokens", "done", "logits", "window"],
+    meta_fields=[])
 
 
 def _nucleus(logp: Array, top_p: Array) -> Array:
@@ -82,12 +90,19 @@ def prefill(cfg: ModelConfig, params: dict, cache: transformer.KVCache, prompt: 
 
 
 def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
-                 table: stops_lib.StopTable, position: Array, active: Array, max_tokens: Array,
-                 rng: Array, temperature: Array, top_p: Array,
+                 window: Array, table: stops_lib.StopTable, position: Array, active: Array,
+                 max_tokens: Array, rng: Array, temperature: Array, top_p: Array,
                  max_new_tokens: int) -> DecodeOutput:
-  """Samples from `logits` [B V] and feeds each sampled id back until every row stops.
+  """Samples from `logits` [B V] and feeds each sampled id back, at most `max_new_tokens` ids.
+
+  A row's turn ends on a stop or at its `max_tokens`; its last id is not fed (the next turn's
+  prefill writes it). A row still going after `max_new_tokens` ids is a turn cut into chunks: its
+  last id is fed, and the output's `logits` and `window` carry it into the next call (as this
+  call's `logits` and `window`), so a turn decodes the same ids whole or in chunks.
 
   Args:
+    window: [B W] uint8 each row's stop-matching bytes of its turn so far
+      (`stops.empty_window` at a turn's start).
     position: [B] int32 where each row's next fed id is written (its context length).
     active: [B] bool rows that sample at all (the others were idle in the prefill).
     The rest: as `generate`'s.
@@ -96,42 +111,47 @@ def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, log
   layer_params, caches = transformer.unstack_layers(params, cache)
   b = logits.shape[0]
 
-  def take(s, logits):
-    """Samples every live row's next id from logits [B V] and records it."""
+  def take(s):
+    """Samples every live row's next id from s["logits"] and records it."""
     rng, key = jax.random.split(s["rng"])
-    ids, logp = sample_token(logits, key, temperature, top_p)
-    active = ~s["done"]
+    ids, logp = sample_token(s["logits"], key, temperature, top_p)
+    live = ~s["done"]
     window, hit = stops_lib.push_and_match(table, s["window"], ids)
-    count = s["count"] + active
-    done = s["done"] | (active & (hit | (count >= max_tokens)))
-    # A row's last sampled id is not fed: the next turn's prefill writes it.
-    return dict(s, rng=rng, ids=ids, fed=active & ~done, done=done, count=count, window=window,
-                tokens=s["tokens"].at[:, s["step"]].set(jnp.where(active, ids, 0)),
-                logprobs=s["logprobs"].at[:, s["step"]].set(jnp.where(active, logp, 0.0)),
+    count = s["count"] + live
+    done = s["done"] | (live & (hit | (count >= max_tokens)))
+    return dict(s, rng=rng, ids=ids, fed=live & ~done, done=done, count=count,
+                window=window,
+                tokens=s["tokens"].at[:, s["step"]].set(jnp.where(live, ids, 0)),
+                logprobs=s["logprobs"].at[:, s["step"]].set(jnp.where(live, logp, 0.0)),
                 step=s["step"] + 1)
 
+  def cut(s):
+    return dict(s, cut=True)
+
   def keep_going(s):
-    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
+    return ~jnp.all(s["done"]) & ~s["cut"]
 
   def feed_and_take(s):
     # Feeding only inside the loop, which ends when every row is done, skips the forward pass
-    # of a last id nobody reads without a branch (a `cond` over the caches copies them).
-    hidden, caches = transformer.decode_token(cfg, params, layer_params, s["cache"], s["ids"],
+    # of a last id nobody reads; after `max_new_tokens` ids the feed is the cut rows' last.
+    hidden, caches = transformer.decode_token(cfg, params, layer_params, s.pop("cache"), s["ids"],
                                               s["position"])
-    s = dict(s, cache=caches, position=s["position"] + s["fed"])
-    return take(s, transformer.logits_from_hidden(hidden, head))
+    s = dict(s, position=s["position"] + s["fed"],
+             logits=transformer.logits_from_hidden(hidden, head).astype(jnp.float32))
+    # The branch holds only the small per-row state: a `cond` over the caches copies them.
+    return dict(jax.lax.cond(s["step"] < max_new_tokens, take, cut, s), cache=caches)
 
   state = take(dict(
-      cache=caches, rng=rng, position=position,
+      rng=rng, position=position, logits=logits.astype(jnp.float32), window=window,
       done=~active | (max_tokens <= 0),
       count=jnp.zeros((b,), jnp.int32),
       tokens=jnp.zeros((b, max_new_tokens), jnp.int32),
       logprobs=jnp.zeros((b, max_new_tokens), jnp.float32),
-      window=stops_lib.empty_window(table, b),
-      step=jnp.zeros((), jnp.int32)), logits)
-  s = jax.lax.while_loop(keep_going, feed_and_take, state)
+      step=jnp.zeros((), jnp.int32), cut=jnp.zeros((), bool)))
+  s = jax.lax.while_loop(keep_going, feed_and_take, dict(state, cache=caches))
   return DecodeOutput(cache=transformer.stack_layers(s["cache"]), tokens=s["tokens"],
-                      logprobs=s["logprobs"], num_tokens=s["count"])
+                      logprobs=s["logprobs"], num_tokens=s["count"], done=s["done"],
+                      logits=s["logits"], window=s["window"])
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
@@ -156,8 +176,9 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
     max_new_tokens: static length N of the output buffers.
   """
   cache, logits = prefill(cfg, params, cache, prompt, start, prompt_length)
-  return decode_steps(cfg, params, cache, logits, table, start + prompt_length, prompt_length > 0,
-                      max_tokens, rng, temperature, top_p, max_new_tokens)
+  return decode_steps(cfg, params, cache, logits, stops_lib.empty_window(table, prompt.shape[0]),
+                      table, start + prompt_length, prompt_length > 0, max_tokens, rng,
+                      temperature, top_p, max_new_tokens)
 
 
 prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))

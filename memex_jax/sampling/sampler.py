@@ -1,7 +1,9 @@
 """Multi-turn batched sampling with persistent KV slots (the JAX implementation of `Policy`).
 
 Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
-that arrived since the episode's last turn and decodes; the history is never re-prefilled. When
+that arrived since the episode's last turn and decodes; the history is never re-prefilled.
+`generate` decodes whole turns; `advance` decodes them in chunks and returns those that ended,
+so turns start and end while others are being written (the agent loop's streaming mode). When
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
 the new context shares (the [system, task] head) and prefills the rest. Finished episodes free
 their slot for waiting ones, so batches never shrink. A head that the new contexts of one call
@@ -53,6 +55,10 @@ class SamplerConfig:
     share_prefix: when the new contexts (resets) of one call share a head of at least
       `prompt_bucket` ids, prefill it once and copy its K/V into their rows; later resets that
       start with it copy it too. Exact: logprobs equal those without it to float rounding.
+    chunk_tokens: `advance` decodes at most this many ids of each turn per call; a longer turn
+      goes on in the next call, beside the turns started then, so one long turn (a
+      CompressExperience) no longer holds every other episode's next step. 0: whole turns.
+      Greedy turns are the same ids either way.
   """
 
   num_slots: int = 8
@@ -64,6 +70,7 @@ class SamplerConfig:
   new_tokens_bucket: int = 64
   seed: int = 0
   share_prefix: bool = True
+  chunk_tokens: int = 32
 
 
 @dataclasses.dataclass
@@ -95,10 +102,20 @@ def _bucket(n: int, size: int) -> int:
 
 
 @dataclasses.dataclass
+class _Writing:
+  """A turn cut into chunks: what it sampled so far and how many ids it may still sample."""
+
+  ids: list[int]
+  logprobs: list[float]
+  left: int
+
+
+@dataclasses.dataclass
 class _Slot:
   cached: list[int] = dataclasses.field(default_factory=list)  # ids whose K/V sit in the cache
   pending: list[int] = dataclasses.field(default_factory=list)  # sampled last, not yet cached
   episode: int | None = None
+  writing: _Writing | None = None  # the episode's unfinished turn (`advance`)
 
 
 class Sampler:
@@ -140,6 +157,8 @@ class Sampler:
     self.params = params
     self.rng = jax.random.PRNGKey(config.seed)
     self.stats = SamplerStats()
+    # Device state of the turns cut into chunks: next-id logits [n V] and stop bytes [n W].
+    self._carry: tuple[jax.Array, jax.Array] | None = None
 
   @property
   def params(self) -> dict:
@@ -194,6 +213,7 @@ class Sampler:
     slot = self._slot_of(episode_id)
     if slot is not None:
       self.slots[slot].episode = None  # its cached ids stay reusable as a prefix
+      self.slots[slot].writing = None  # an unfinished turn is dropped (its fed ids are cached)
 
   def _cached_length(self, slot: _Slot, ids: Sequence[int]) -> tuple[int, int]:
     """(ids of `ids` cached in the slot's row, in the shared prefix)."""
@@ -232,7 +252,37 @@ class Sampler:
 
   def generate(self, requests: Sequence[TurnRequest], temperature: float | None = None,
                top_p: float | None = None) -> list[Turn]:
-    """One turn per request; `temperature` and `top_p` override the config's for this call."""
+    """One whole turn per request; `temperature` and `top_p` override the config's for this
+    call.
+
+    Raises:
+      RuntimeError: turns started by `advance` are unfinished.
+    """
+    if any(slot.writing is not None for slot in self.slots):
+      raise RuntimeError("turns started by `advance` are unfinished; advance them to their end")
+    turns = self._decode(requests, 0, temperature, top_p)
+    return [turns[r.episode_id] for r in requests]
+
+  def advance(self, requests: Sequence[TurnRequest]) -> dict[int, Turn]:
+    """Starts a turn per request and decodes every unfinished turn by up to
+    `config.chunk_tokens` ids; returns the turns that ended, by episode id.
+
+    A turn started here ends in this call or a later one; a call with no request and no
+    unfinished turn returns {}.
+
+    Raises:
+      ValueError: a request for an episode whose turn is unfinished.
+    """
+    busy = [r.episode_id for r in requests if (i := self._slot_of(r.episode_id)) is not None
+            and self.slots[i].writing is not None]
+    if busy:
+      raise ValueError(f"episodes {busy} asked for a turn before their last one ended")
+    return self._decode(requests, self.config.chunk_tokens, None, None)
+
+  def _decode(self, requests: Sequence[TurnRequest], chunk: int, temperature: float | None,
+              top_p: float | None) -> dict[int, Turn]:
+    """Prefills the requests' new ids, decodes them and the unfinished turns by up to `chunk`
+    ids (0: to their ends); the turns that ended, by episode id."""
     cfg = self.config
     temperature = cfg.temperature if temperature is None else temperature
     top_p = cfg.top_p if top_p is None else top_p
@@ -260,33 +310,57 @@ class Sampler:
       if room < 1:
         raise ValueError(f"episode {r.episode_id}: context of {start + len(ids)} ids leaves no "
                          f"room in the {cfg.cache_length}-slot cache")
+      self.slots[slot_index].writing = _Writing([], [], min(r.max_new_tokens, room))
       rows[slot_index] = (start, ids, min(r.max_new_tokens, room))
+    going = {i: (len(s.cached), [], s.writing.left) for i, s in enumerate(self.slots)
+             if s.writing is not None and i not in rows}
+    if not rows and not going:
+      return {}
 
     n = cfg.num_slots
-    prompt_len = _bucket(max(len(ids) for _, ids, _ in rows.values()), cfg.prompt_bucket)
-    new_len = _bucket(max(m for _, _, m in rows.values()), cfg.new_tokens_bucket)
-    prompt = np.zeros((n, prompt_len), np.int32)
+    longest = max(m for _, _, m in list(rows.values()) + list(going.values()))
+    new_len = _bucket(longest, cfg.new_tokens_bucket)
+    new_len = min(new_len, chunk) if chunk else new_len  # one compile for the chunks
     start = np.asarray([len(s.cached) for s in self.slots], np.int32)
     length = np.zeros((n,), np.int32)
     max_tokens = np.zeros((n,), np.int32)
-    for i, (row_start, ids, m) in rows.items():
-      prompt[i, :len(ids)], start[i], length[i], max_tokens[i] = ids, row_start, len(ids), m
-    self.rng, key = jax.random.split(self.rng)
+    for i, (row_start, ids, m) in {**going, **rows}.items():
+      start[i], length[i], max_tokens[i] = row_start, len(ids), m
     began = time.perf_counter()
-    if (copy_rows < n).any():
-      self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
-      if self.mesh is not None:  # the copy may leave the cache in another layout
-        self.cache = jax.device_put(self.cache, sharded.cache_sharding(self.mesh))
-    self.cache, logits = self._prefill(self.params, self.cache, jnp.asarray(prompt),
-                                       jnp.asarray(start), jnp.asarray(length))
-    jax.block_until_ready(logits)
+    logits = window = None
+    if rows:
+      prompt = np.zeros((n, _bucket(max(len(ids) for _, ids, _ in rows.values()),
+                                    cfg.prompt_bucket)), np.int32)
+      for i, (_, ids, _) in rows.items():
+        prompt[i, :len(ids)] = ids
+      if (copy_rows < n).any():
+        self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
+        if self.mesh is not None:  # the copy may leave the cache in another layout
+          self.cache = jax.device_put(self.cache, sharded.cache_sharding(self.mesh))
+      self.cache, logits = self._prefill(self.params, self.cache, jnp.asarray(prompt),
+                                         jnp.asarray(start), jnp.asarray(length))
+      window = stops_lib.empty_window(self.table, n)
+      jax.block_until_ready(logits)
+    if going:  # the unfinished turns go on from their carried state
+      carried = np.zeros((n,), bool)
+      carried[list(going)] = True
+      if logits is None:
+        logits, window = self._carry
+      else:
+        logits = jnp.where(carried[:, None], self._carry[0], logits.astype(jnp.float32))
+        window = jnp.where(carried[:, None], self._carry[1], window)
     prefilled = time.perf_counter()
+    self.rng, key = jax.random.split(self.rng)
+    active = np.zeros((n,), bool)
+    active[list(rows) + list(going)] = True
     out = self._decode_steps(new_len)(
-        self.params, self.cache, logits, self.table, jnp.asarray(start + length),
-        jnp.asarray(length > 0), jnp.asarray(max_tokens), key, jnp.float32(temperature),
+        self.params, self.cache, logits, window, self.table, jnp.asarray(start + length),
+        jnp.asarray(active), jnp.asarray(max_tokens), key, jnp.float32(temperature),
         jnp.float32(top_p))
     self.cache = out.cache
-    tokens, logprobs, counts = jax.device_get((out.tokens, out.logprobs, out.num_tokens))
+    tokens, logprobs, counts, done = jax.device_get((out.tokens, out.logprobs, out.num_tokens,
+                                                     out.done))
+    self._carry = (out.logits, out.window)
     stats = self.stats
     stats.calls += 1
     stats.prefill_tokens += int(length.sum())
@@ -294,14 +368,18 @@ class Sampler:
     stats.prefill_s += prefilled - began
     stats.decode_s += time.perf_counter() - prefilled
 
-    turns = []
-    for r in requests:
-      i = self._slot_of(r.episode_id)
-      _, ids, _ = rows[i]
-      sampled = [int(t) for t in tokens[i, :counts[i]]]
-      slot = self.slots[i]
-      slot.cached = slot.cached + ids + sampled[:-1]
-      slot.pending = sampled[-1:]
-      turns.append(Turn(ids=tuple(sampled),
-                        logprobs=tuple(float(x) for x in logprobs[i, :counts[i]])))
-    return turns
+    ended = {}
+    for i, (_, ids, _) in {**going, **rows}.items():
+      slot, count = self.slots[i], int(counts[i])
+      sampled = [int(t) for t in tokens[i, :count]]
+      writing = slot.writing
+      writing.ids += sampled
+      writing.logprobs += [float(x) for x in logprobs[i, :count]]
+      writing.left -= count
+      if done[i]:  # the turn's last id is not fed: the next turn's prefill writes it
+        slot.cached, slot.pending = slot.cached + ids + sampled[:-1], sampled[-1:]
+        ended[slot.episode] = Turn(ids=tuple(writing.ids), logprobs=tuple(writing.logprobs))
+        slot.writing = None
+      else:
+        slot.cached, slot.pending = slot.cached + ids + sampled, []
+    return ended

@@ -44,14 +44,15 @@ def shard_decode_steps(cfg: ModelConfig, mesh: Mesh, params_shardings: Any, max_
   """`decode.decode_steps` for one (cfg, max_new_tokens), jitted with params and cache sharded.
 
   The returned function takes `decode.decode_steps`'s arguments after `cfg` and before
-  `max_new_tokens`: (params, cache, logits, table, position, active, max_tokens, rng,
+  `max_new_tokens`: (params, cache, logits, window, table, position, active, max_tokens, rng,
   temperature, top_p). The cache is donated.
   """
   rows = NamedSharding(mesh, P(parallel.BATCH_AXES))
   rep = parallel.replicated(mesh)
   cache = {"k": cache_sharding(mesh), "v": cache_sharding(mesh)}
   steps = functools.partial(decode.decode_steps, cfg, max_new_tokens=max_new_tokens)
-  out = decode.DecodeOutput(cache=cache, tokens=rows, logprobs=rows, num_tokens=rows)
+  out = decode.DecodeOutput(cache=cache, tokens=rows, logprobs=rows, num_tokens=rows, done=rows,
+                            logits=rows, window=rows)
   return parallel.sharded_jit(
-      steps, mesh, (params_shardings, cache, rows, rep, rows, rows, rows, rep, rep, rep), out,
+      steps, mesh, (params_shardings, cache, rows, rows, rep, rows, rows, rows, rep, rep, rep), out,
       donate_argnums=(1,), rules=rules)

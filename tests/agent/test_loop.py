@@ -240,6 +240,28 @@ def test_pooled_episodes_step_together_and_match_in_process_ones(renderer):
   assert pool.step_sizes == [3, 2, 2, 2, 1, 1, 1, 1]
 
 
+def test_a_waiting_episode_takes_the_place_of_one_that_ended(renderer):
+  # Two workers, three episodes: 1 ends by Finish while its engine still runs it, so its worker
+  # must be freed for 2 to start (round 3), which ends (round 7) before 0 archives and reads.
+  scripts = [MEMEX_SCRIPT, [_go("read note"), _call("Finish", answer="x")],
+             [_go("go east")] * 4 + [_go("enter AAA-0000")]]
+  tasks = [TASK, VaultTask(seed=8, corridor_length=4), VaultTask(seed=9, corridor_length=3)]
+  want = _run(renderer, scripts, tasks=tasks)
+  ended = []
+  with EnvPool(VaultEnv, num_workers=2, step_timeout_s=20) as pool:
+    got = run_episodes(ScriptedPolicy(renderer, scripts),
+                       [EpisodeSpec(PooledEnv(pool, i), task, group_id=3)
+                        for i, task in enumerate(tasks)],
+                       renderer, AgentConfig(threshold=300, max_turn_tokens=256), max_live=2,
+                       on_end=lambda i, t: ended.append((i, t.trajectory_id)))
+    assert pool.running == []
+  for g, w in zip(got, want):
+    assert g.metrics == w.metrics and g.reward == w.reward and g.error == w.error
+    assert [s.token_ids.tolist() for s in g.samples] == [s.token_ids.tolist() for s in w.samples]
+  assert [t.trajectory_id for t in got] == [0, 1, 2]
+  assert [i for i, _ in ended] == [1, 2, 0] and all(i == t for i, t in ended)
+
+
 class _DroppingPolicy(ScriptedPolicy):
   """Answers one request fewer than it was asked: a policy breaking its contract."""
 

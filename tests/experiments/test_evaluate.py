@@ -10,8 +10,8 @@ import pytest
 def test_evaluates_packaged_weights_data_parallel_and_writes_table_json_and_plot(
     tmp_path, entry_point):
   workdir = tmp_path / "eval"
-  # Two devices: the default mesh (fsdp over all) splits the slots, so the one episode a chunk
-  # asks for rounds up to two and both games decode together.
+  # Two devices: the default mesh (fsdp over all) splits the slots, so the one episode asked
+  # for at a time rounds up to two and both games decode together.
   run = entry_point(
       "evaluate", f"--config.workdir={workdir}", "--config.splits=('valid_seen',)",
       "--config.regimes=('memex',)", "--config.num_games=2", "--config.batch_episodes=1",
@@ -25,11 +25,12 @@ def test_evaluates_packaged_weights_data_parallel_and_writes_table_json_and_plot
   # max_steps=1: each episode takes its one turn (the prompt fits the default window) and ends.
   assert summary["steps"] == 1.0 and summary["finish_max_steps"] == 1.0
   assert 0 < summary["generated_tokens"] <= 8 and summary["peak_working"] > 0
+  assert report["sampler"]["generated_tokens"] == 2 * summary["generated_tokens"]
   assert (workdir / "evaluation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow
-def test_writes_each_chunk_as_it_finishes_and_resumes_where_it_stopped(tmp_path, entry_point):
+def test_writes_each_game_as_it_ends_and_resumes_where_it_stopped(tmp_path, entry_point):
   workdir = tmp_path / "eval"
   flags = (f"--config.workdir={workdir}", "--config.splits=('valid_seen',)",
            "--config.regimes=('memex',)", "--config.num_games=2", "--config.batch_episodes=1",
@@ -42,12 +43,12 @@ def test_writes_each_chunk_as_it_finishes_and_resumes_where_it_stopped(tmp_path,
   record = json.loads(lines[0])
   assert record["segments"][0][0]["role"] == "system" and record["metrics"]["steps"] == 2
   assert "valid_seen_memex turns" in first.stderr  # the progress bar over turns
-  # Stopped during the second chunk: its record never reached the file.
+  # Stopped during the second game (one at a time): its record never reached the file.
   path.write_text(lines[0] + "\n")
   resumed = entry_point("evaluate", *flags)
   assert resumed.returncode == 0, resumed.stderr[-2000:]
   again = path.read_text().splitlines()
-  assert again[0] == lines[0] and len(again) == 2  # chunk 1 kept, not played again
+  assert again[0] == lines[0] and len(again) == 2  # game 0 kept, not played again
   assert json.loads(again[1])["metrics"] == json.loads(lines[1])["metrics"]  # greedy: same play
   # Another checkpoint in the same workdir is refused before anything is played.
   other = entry_point("evaluate", *flags, f"--config.checkpoint={tmp_path}/elsewhere")

@@ -84,6 +84,42 @@ def test_reset_reuses_shared_prefix_and_frees_slots(smollm2, smollm2_tokenizer):
   assert len(sampler.generate([TurnRequest(2, tuple(ctx), True, 2)])[0].ids) == 2
 
 
+def test_turns_decoded_in_chunks_equal_whole_turns(smollm2, smollm2_tokenizer):
+  """Greedy: the same ids, and logprobs equal to teacher forcing, when a turn is cut into chunks
+  of 5 ids and another episode's turn starts while the first is still being written."""
+  cfg, params = smollm2
+  tok = smollm2_tokenizer
+  first = tok.encode(PROMPT)
+  other = tok.encode("<|im_start|>user\nCount to five.<|im_end|>\n<|im_start|>assistant\n")
+  whole = _sampler(smollm2, tok, temperature=0.0)
+  want = whole.generate([TurnRequest(0, tuple(first), True, 17),
+                         TurnRequest(1, tuple(other), True, 11)])
+  chunked = _sampler(smollm2, tok, temperature=0.0, chunk_tokens=5)
+  got = chunked.advance([TurnRequest(0, tuple(first), True, 17)])
+  assert got == {} and len(chunked.slots[0].writing.ids) == 5
+  with pytest.raises(ValueError, match="before their last one ended"):
+    chunked.advance([TurnRequest(0, (1,), False, 4)])
+  with pytest.raises(RuntimeError, match="unfinished"):
+    chunked.generate([TurnRequest(1, tuple(other), True, 11)])
+  got.update(chunked.advance([TurnRequest(1, tuple(other), True, 11)]))
+  calls = 2
+  while len(got) < 2:
+    got.update(chunked.advance([]))
+    calls += 1
+  assert calls == 4  # 17 ids in chunks of 5; the second turn's 11 fit in the same calls
+  assert [got[0].ids, got[1].ids] == [want[0].ids, want[1].ids]
+  assert len(got[0].ids) == 17 and chunked.advance([]) == {}
+  # The next turn continues from the chunked turn's cache.
+  observation = tok.encode("<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n"
+                           "<|im_start|>assistant\n")
+  second = chunked.advance([TurnRequest(0, tuple(observation), False, 5)])[0]
+  full = first + list(got[0].ids) + observation + list(second.ids)
+  ref = _teacher_forced(cfg, params, full)
+  np.testing.assert_allclose(got[0].logprobs + second.logprobs,
+                             np.concatenate([ref[len(first):len(first) + 17], ref[-5:]]),
+                             atol=1e-4, rtol=1e-4)
+
+
 def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
   # Group 32 would reproduce SmolLM2's own Q4_1 weights; 64 makes quantization act.

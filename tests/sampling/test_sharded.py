@@ -41,8 +41,8 @@ def test_sharded_stages_equal_generate_on_one_device():
   cache, logits = sharded.shard_prefill(CFG, mesh, params_sh)(params_mesh, cache, prompt_, start,
                                                                length)
   got = sharded.shard_decode_steps(CFG, mesh, params_sh, new)(
-      params_mesh, cache, logits, table_, start + length, length > 0, max_tokens, rng,
-      temperature, top_p)
+      params_mesh, cache, logits, stops.empty_window(table_, b), table_, start + length,
+      length > 0, max_tokens, rng, temperature, top_p)
   np.testing.assert_array_equal(got.tokens, want.tokens)
   np.testing.assert_array_equal(got.num_tokens, want.num_tokens)
   np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
