@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from memex_jax.models import blocked_attention
+from memex_jax.models import decode_attention
 from memex_jax.models import quant as quant_lib
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
@@ -124,9 +125,12 @@ class Attention(nn.Module):
     on_cpu = jax.default_backend() == "cpu"
     block = c.attention_block if cache is not None else c.train_attention_block
     tiled = on_cpu and block and t >= 2 * block
-    # Tiles for a decode step too (T = 1, reading only the filled blocks) measured slower than
-    # one masked attention: 390 vs 350 ms per SmolLM2 step, 8 rows, 1,536 of 3,072 slots.
-    if tiled and cache is not None:
+    # A decode step (T = 1) takes the one-query form: tiles reading only the filled blocks
+    # measured slower than one masked attention (390 vs 350 ms per SmolLM2 step, 8 rows, 1,536
+    # of 3,072 slots), and both move the cache more than it does.
+    if on_cpu and cache is not None and t == 1:
+      out = decode_attention.one_query_attention(q, k, v, positions)  # B 1 H Dh
+    elif tiled and cache is not None:
       out = blocked_attention.attention(q, k, v, positions, block)  # B T H Dh
     elif tiled:
       out = blocked_attention.causal_attention(q, k, v, segment_ids, block)  # B T H Dh

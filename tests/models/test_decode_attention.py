@@ -1,0 +1,23 @@
+"""The decode step's one-query attention equals masked dot-product attention over the cache."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memex_jax.models import decode_attention
+
+
+def test_one_query_attention_equals_masked_attention_with_grouped_heads():
+  b, s, kv_heads, groups, dh = 3, 40, 2, 3, 8
+  rng = np.random.default_rng(0)
+  q = jnp.asarray(rng.standard_normal((b, 1, kv_heads * groups, dh)), jnp.float32)
+  k, v = (jnp.asarray(rng.standard_normal((b, s, kv_heads, dh)), jnp.float32) for _ in range(2))
+  positions = jnp.asarray([[0], [17], [39]], jnp.int32)
+  mask = jnp.arange(s)[None, None, None, :] <= positions[:, None, :, None]  # B 1 1 S
+  want = jax.nn.dot_product_attention(q, k, v, mask=mask)
+  got = decode_attention.one_query_attention(q, k, v, positions)
+  np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+  # Slots past a row's position are never read: changing them changes nothing.
+  k2 = k.at[0, 1:].set(1e3).at[1, 18:].set(-1e3)
+  np.testing.assert_allclose(decode_attention.one_query_attention(q, k2, v, positions), got,
+                             atol=1e-6)
