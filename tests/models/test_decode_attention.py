@@ -21,3 +21,22 @@ def test_one_query_attention_equals_masked_attention_with_grouped_heads():
   k2 = k.at[0, 1:].set(1e3).at[1, 18:].set(-1e3)
   np.testing.assert_allclose(decode_attention.one_query_attention(q, k2, v, positions), got,
                              atol=1e-6)
+
+
+def test_one_row_decodes_as_jitted_inside_the_model(smollm2):
+  """One row per device: the jitted decode step equals the unjitted one (a form of the scores
+  that XLA's CPU build got wrong for a single row is kept out)."""
+  from memex_jax.models import transformer  # pylint: disable=g-import-not-at-top
+  from memex_jax.sampling import decode  # pylint: disable=g-import-not-at-top
+  cfg, params = smollm2
+  ids = jnp.asarray([[1, 520, 1106, 28, 638, 359, 346]], jnp.int32)
+  cache, _ = decode.prefill(cfg, params, transformer.init_cache(cfg, 1, 32), ids,
+                            jnp.zeros((1,), jnp.int32), jnp.asarray([7]))
+  layers, caches = transformer.unstack_layers(params, cache)
+  want, _ = transformer.decode_token(cfg, params, layers, caches, jnp.asarray([5]),
+                                     jnp.asarray([7]))
+  step = jax.jit(lambda p, c: transformer.decode_token(cfg, p, transformer.unstack_layers(p, c)[0],
+                                                       transformer.unstack_layers(p, c)[1],
+                                                       jnp.asarray([5]), jnp.asarray([7])))
+  got, _ = step(params, cache)
+  np.testing.assert_allclose(got, want, atol=1e-3)
