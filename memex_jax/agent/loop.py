@@ -100,6 +100,9 @@ def run_episodes(policy: Policy, specs: Sequence[EpisodeSpec], renderer: ChatRen
   while requests or asked:
     asked.update((r.episode_id, r) for r in requests)
     turns = _answer(policy, requests)
+    unasked = set(turns) - set(asked)
+    if unasked:
+      raise ValueError(f"the policy returned turns for episodes {sorted(unasked)} never asked")
     done = [asked.pop(i) for i in sorted(turns)]
     commands = {r.episode_id: episodes[r.episode_id].take_turn(turns[r.episode_id],
                                                                r.max_new_tokens) for r in done}

@@ -289,3 +289,16 @@ def test_the_env_partial_credit_is_the_episode_score(renderer, games_root, manif
                       context_window=8192, max_steps=len(commands))
   assert not halfway.metrics.success and halfway.metrics.score == 0.5
   assert won.metrics.success and won.metrics.score == 1.0
+
+
+class _StrayTurnPolicy(ScriptedPolicy):
+  """A streaming policy that answers for an episode nobody asked about: a contract breach."""
+
+  def advance(self, requests):
+    turns = dict(zip([r.episode_id for r in requests], self.generate(requests)))
+    return {**turns, 99: next(iter(turns.values()))}
+
+
+def test_a_turn_for_an_episode_never_asked_raises(renderer):
+  with pytest.raises(ValueError, match=r"turns for episodes \[99\] never asked"):
+    _run(renderer, [[_go("look")]], policy=_StrayTurnPolicy(renderer, [[_go("look")]]))
