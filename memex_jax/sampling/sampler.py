@@ -310,8 +310,9 @@ class Sampler:
       if room < 1:
         raise ValueError(f"episode {r.episode_id}: context of {start + len(ids)} ids leaves no "
                          f"room in the {cfg.cache_length}-slot cache")
-      self.slots[slot_index].writing = _Writing([], [], min(r.max_new_tokens, room))
-      rows[slot_index] = (start, ids, min(r.max_new_tokens, room))
+      budget = min(r.max_new_tokens, room)
+      self.slots[slot_index].writing = _Writing([], [], budget)
+      rows[slot_index] = (start, ids, budget)
     going = {i: (len(s.cached), [], s.writing.left) for i, s in enumerate(self.slots)
              if s.writing is not None and i not in rows}
     if not rows and not going:

@@ -35,8 +35,7 @@ def test_one_row_decodes_as_jitted_inside_the_model(smollm2):
   layers, caches = transformer.unstack_layers(params, cache)
   want, _ = transformer.decode_token(cfg, params, layers, caches, jnp.asarray([5]),
                                      jnp.asarray([7]))
-  step = jax.jit(lambda p, c: transformer.decode_token(cfg, p, transformer.unstack_layers(p, c)[0],
-                                                       transformer.unstack_layers(p, c)[1],
+  step = jax.jit(lambda p, c: transformer.decode_token(cfg, p, *transformer.unstack_layers(p, c),
                                                        jnp.asarray([5]), jnp.asarray([7])))
   got, _ = step(params, cache)
   np.testing.assert_allclose(got, want, atol=1e-3)
