@@ -59,6 +59,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.copilot_model = ml_collections.ConfigDict()
   c.copilot_model.gguf = ""  # '' = SmolLM2-135M-Instruct
   c.copilot_model.dtype = "float32"
+  # CPU: the copilot learns in its top 10 of 30 layers (the PPO update dominated an iteration).
+  c.copilot_model.no_grad_layers = 0 if gpu else 20
 
   c.copilot = ml_collections.ConfigDict()
   c.copilot.max_tokens = 64 if gpu else 24
@@ -67,6 +69,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.copilot.max_task_chars = 1500
   # SmolLM2-135M wrote no tag in 24 tokens on the CPU default's tasks: force the opening one.
   c.copilot.reply_prefix = "" if gpu else "<search>"
+  # ...and, after it, wrote "R:W" literally: show it the example tags (ALFWorld's template has them).
+  c.copilot.static_examples = not gpu
   c.copilot_cache_length = 1024 if gpu else 512  # the copilot sampler's window
 
   c.executor = ml_collections.ConfigDict()

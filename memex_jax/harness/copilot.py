@@ -54,6 +54,9 @@ Examples:
 - Common task with good past data -> <search>80:70</search>
 - Moderate confidence -> <search>50:40</search>
 Output the complete retrieval-control tag. Do not output an environment action or a task answer."""
+# The example tags of the ALFWorld template, offered to the static prompts too
+# (CopilotConfig.static_examples): without them SmolLM2-135M copies "R:W" literally.
+_EXAMPLES = _ALFWORLD[_ALFWORLD.index("Examples:"):_ALFWORLD.index("\nOutput the complete")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +68,8 @@ class CopilotConfig:
     temperature: sampling temperature in training (paper: 1.0); evaluation is greedy.
     fallback_control: R and W of a reply without a readable tag (paper: 50).
     max_task_chars: the task text is cut to this many characters in the prompt.
+    static_examples: the static prompts also list the ALFWorld template's example tags (a
+      small copilot then writes numbers; the paper's static prompts have none).
     reply_prefix: text forced at the start of every reply (context, not sampled). "<search>"
       steers a small copilot straight into the tag (SmolLM2-135M rarely writes one unprompted);
       "" leaves the reply free, <think> included, as in the paper.
@@ -74,6 +79,7 @@ class CopilotConfig:
   temperature: float = 1.0
   fallback_control: int = 50
   max_task_chars: int = 1500
+  static_examples: bool = False
   reply_prefix: str = ""
 
 
@@ -115,8 +121,9 @@ def copilot_messages(task_text: str, family: str, config: CopilotConfig) -> list
     return [Message("user", _ALFWORLD.format(task=task))]
   if family not in _STATIC_TASK:
     raise ValueError(f"no copilot prompt for family {family!r}")
+  controls = _CONTROLS + ("\n" + _EXAMPLES if config.static_examples else "")
   return [Message("system", _STATIC_SYSTEM),
-          Message("user", _STATIC_TASK[family].format(task=task) + "\n" + _CONTROLS)]
+          Message("user", _STATIC_TASK[family].format(task=task) + "\n" + controls)]
 
 
 def parse_controls(text: str, fallback: int = 50) -> tuple[int, int, bool]:

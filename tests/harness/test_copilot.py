@@ -35,6 +35,15 @@ def test_prompts_per_family():
     copilot_messages("x", "chess", config)
 
 
+def test_static_prompts_show_the_example_tags_only_when_asked():
+  plain = copilot_messages("How many apples?", prompts.QA, CopilotConfig())[1].content
+  shown = copilot_messages("How many apples?", prompts.QA,
+                           CopilotConfig(static_examples=True))[1].content
+  assert "<search>20:10</search>" not in plain
+  assert shown.startswith(plain) and shown.endswith("-> <search>50:40</search>")
+  assert shown.count("<search>") == plain.count("<search>") + 3
+
+
 @pytest.mark.slow
 def test_smollm2_decides_and_each_decision_is_a_learner_sample(harness_sampler,
                                                                counting_records):
