@@ -13,25 +13,29 @@ On the held-out tasks of each suite (disjoint from training; `expharness_setup.s
   (`config.eval.ablation_workdirs.<name>`); without one, the row says it was not run.
 Nothing is updated. Output: <workdir>/eval/results.json, table.md and evaluation.png; the table
 has mean score +- standard error per suite, the test-instance-weighted average, and mean steps
-for agentic suites.
+for agentic suites, then ExpHarness minus each other method on the same tasks (paired mean
+difference +- its standard error). tasks.jsonl holds one line per method and task: the copilot's
+reply and controls, the experiences shown, the executor's response and its score.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import Any
 
 from absl import app
 from absl import flags
 import jax
 import numpy as np
 from ml_collections import config_flags
+import tqdm
 
 from experiments import expharness_setup as setup
 from memex_jax import harness
 from memex_jax import rl
 from memex_jax import runs
+from memex_jax.harness import eval_table
 from memex_jax.harness import persistence
 from memex_jax.harness import pipeline
 from memex_jax.harness.copilot import Copilot, CopilotConfig
@@ -41,29 +45,6 @@ from memex_jax.runs import plots
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/expharness.py")
 RETRIEVAL_ABLATIONS = ("no_diffusion", "no_utility_ranking")
 CONSTRUCTION_ABLATIONS = ("no_similarity_filter", "flat")
-
-
-def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
-  """Mean and its standard error (sample std / sqrt(n); 0 for a single value)."""
-  x = np.asarray(values, np.float64)
-  if x.size == 0:
-    return float("nan"), float("nan")
-  return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
-
-
-def table_rows(method: str, tasks: Sequence[Any], scores: Sequence[float],
-               steps: Sequence[float | None]) -> dict[str, Any]:
-  """One table row: per suite and the test-instance-weighted average over all tasks."""
-  row: dict[str, Any] = {"label": method, "suites": {}}
-  for suite in dict.fromkeys(t.suite for t in tasks):
-    picked = [i for i, t in enumerate(tasks) if t.suite == suite]
-    mean, se = mean_and_se([scores[i] for i in picked])
-    agentic = [steps[i] for i in picked if steps[i] is not None]
-    row["suites"][suite] = {"mean": mean, "se": se, "n": len(picked),
-                            "mean_steps": float(np.mean(agentic)) if agentic else None}
-  # Weighted by test instances: the mean over all tasks, as Table 2's average.
-  row["average"], row["average_se"] = mean_and_se(scores)
-  return row
 
 
 def _load_run(c: Any, workdir: str, encoder: Any) -> tuple[Any, harness.ExperienceGraph]:
@@ -84,29 +65,11 @@ def _load_run(c: Any, workdir: str, encoder: Any) -> tuple[Any, harness.Experien
   return restored.state.params[rl.ppo.POLICY], graph
 
 
-def markdown(rows: Sequence[dict[str, Any]]) -> str:
-  """The table: one line per method, one column per suite, then the weighted average."""
-  suites = list(dict.fromkeys(s for r in rows if "suites" in r for s in r["suites"]))
-  lines = ["| method | " + " | ".join(suites) + " | weighted avg |",
-           "|---" * (len(suites) + 2) + "|"]
-  for r in rows:
-    if "suites" not in r:
-      lines.append(f"| {r['label']} | " + " | ".join("-" for _ in suites) + f" | {r['note']} |")
-      continue
-    cells = []
-    for s in suites:
-      cell = r["suites"][s]
-      steps = "" if cell["mean_steps"] is None else f" ({cell['mean_steps']:.1f} steps)"
-      cells.append(f"{cell['mean']:.3f} +- {cell['se']:.3f} (n={cell['n']}){steps}")
-    lines.append(f"| {r['label']} | " + " | ".join(cells)
-                 + f" | {r['average']:.3f} +- {r['average_se']:.3f} |")
-  return "\n".join(lines)
-
-
 @runs.exits_on_config_error
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
+  runs.quiet_library_logs()
   encoder = harness.TextEncoder()
   _, eval_tasks = setup.split_tasks(c)
   executor = setup.build_executor(c)
@@ -116,51 +79,62 @@ def main(argv) -> None:
                     runs.from_section(CopilotConfig, c.copilot, "config.copilot"))
   runs_by_name = {"full": c.workdir, **{k: v for k, v in c.eval.ablation_workdirs.items() if v}}
   loaded = {}
-  rows = []
-  for method in c.eval.methods:
+  rows, scores, records = [], {}, []
+  for method in tqdm.tqdm(c.eval.methods, desc="expharness_eval"):
+    run = "full" if method in ("flat_top_k", "expharness", *RETRIEVAL_ABLATIONS) else method
     if method == "no_memory":
       results = pipeline.safe_solve(executor.executor, eval_tasks, [()] * len(eval_tasks))
       steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
-      rows.append(dict(table_rows(method, eval_tasks, [r.score for r in results], steps),
+      scores[method] = [r.score for r in results]
+      rows.append(dict(eval_table.table_rows(method, eval_tasks, scores[method], steps),
                        failures=sum(r.error for r in results)))
-      continue
-    run = "full" if method in ("flat_top_k", "expharness", *RETRIEVAL_ABLATIONS) else method
-    if run not in runs_by_name:
+      records += eval_table.task_records(method, eval_tasks, results, [()] * len(eval_tasks),
+                                         None)
+    elif run not in runs_by_name:
       rows.append({"label": method, "note": f"not run: train with --config.ablation={method} "
                    f"and pass --config.eval.ablation_workdirs.{method}=<its workdir>"})
-      continue
-    if run not in loaded:
-      loaded[run] = _load_run(c, runs_by_name[run], encoder)
-    policy, graph = loaded[run]
-    ablation = "full" if method == "expharness" else method
-    if method == "flat_top_k":
-      ablation = "flat"
-    _, retrieval_cfg = setup.harness_configs(c, ablation, encoder.dim)
-    queries = encoder.encode([t.text for t in eval_tasks])
-    fallbacks = 0
-    if method == "flat_top_k":  # no copilot: similarity alone
-      controls = [(0, 0)] * len(eval_tasks)
     else:
-      copilot.sampler.params = policy
-      decisions = []
-      for first in range(0, len(eval_tasks), c.batch_size):
-        chunk = eval_tasks[first:first + c.batch_size]
-        decisions += copilot.decide([t.text for t in chunk], [t.family for t in chunk],
-                                    greedy=True)
-      controls = [(d.restart, d.weight) for d in decisions]
-      fallbacks = sum(not d.parsed for d in decisions)
-    slots = pipeline.retrieve_slots(graph, queries, [r for r, _ in controls],
-                                    [w for _, w in controls], retrieval_cfg)
-    results = pipeline.solve_with_slots(executor.executor, graph, eval_tasks, slots)
-    steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
-    rows.append(dict(table_rows(method, eval_tasks, [r.score for r in results], steps),
-                     failures=sum(r.error for r in results), fallbacks=fallbacks,
-                     retrieved_per_task=float(np.mean([len(s) for s in slots]))))
+      if run not in loaded:
+        loaded[run] = _load_run(c, runs_by_name[run], encoder)
+      policy, graph = loaded[run]
+      ablation = {"expharness": "full", "flat_top_k": "flat"}.get(method, method)
+      _, retrieval_cfg = setup.harness_configs(c, ablation, encoder.dim)
+      queries = encoder.encode([t.text for t in eval_tasks])
+      fallbacks, decisions = 0, None
+      if method == "flat_top_k":  # no copilot: similarity alone
+        controls = [(0, 0)] * len(eval_tasks)
+      else:
+        copilot.sampler.params = policy
+        decisions = []
+        for first in range(0, len(eval_tasks), c.batch_size):
+          chunk = eval_tasks[first:first + c.batch_size]
+          decisions += copilot.decide([t.text for t in chunk], [t.family for t in chunk],
+                                      greedy=True)
+        controls = [(d.restart, d.weight) for d in decisions]
+        fallbacks = sum(not d.parsed for d in decisions)
+      slots = pipeline.retrieve_slots(graph, queries, [r for r, _ in controls],
+                                      [w for _, w in controls], retrieval_cfg)
+      results = pipeline.solve_with_slots(executor.executor, graph, eval_tasks, slots)
+      steps = [r.steps if t.agentic else None for t, r in zip(eval_tasks, results)]
+      scores[method] = [r.score for r in results]
+      rows.append(dict(eval_table.table_rows(method, eval_tasks, scores[method], steps),
+                       failures=sum(r.error for r in results), fallbacks=fallbacks,
+                       retrieved_per_task=float(np.mean([len(s) for s in slots]))))
+      records += eval_table.task_records(method, eval_tasks, results,
+                                         [graph.units_at(s) for s in slots], decisions)
+    row = rows[-1]
+    tqdm.tqdm.write(f"{method}: " + (f"{row['average']:.3f} +- {row['average_se']:.3f}"
+                                     if "average" in row else row["note"]))
   out = os.path.join(c.workdir, "eval")
   os.makedirs(out, exist_ok=True)
+  differences = (eval_table.paired_differences(eval_tasks, scores) if "expharness" in scores
+                 else {})
   with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-    json.dump({"tasks": [t.task_id for t in eval_tasks], "rows": rows}, f, indent=1)
-  table = markdown(rows)
+    json.dump({"tasks": [t.task_id for t in eval_tasks], "rows": rows,
+               "expharness_minus": differences}, f, indent=1)
+  with open(os.path.join(out, "tasks.jsonl"), "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records)
+  table = eval_table.markdown(rows) + "\n\n" + eval_table.markdown_differences(differences)
   with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
     f.write(table + "\n")
   plotted = [r for r in rows if "average" in r]

@@ -52,7 +52,10 @@ from memex_jax.runs import plots
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiments/configs/expharness.py")
 PANELS = (("copilot reward", ("reward",)), ("executor score", ("s_with", "s_without")),
           ("copilot controls", ("R_mean", "W_mean")), ("graph size", ("graph_size",)),
-          ("fallbacks per batch", ("fallbacks",)))
+          ("fallbacks per batch", ("fallbacks",)),
+          ("seconds per iteration", ("time/executor_s", "time/no_memory_s", "time/summarizer_s",
+                                     "time/copilot_s", "time/retrieval_s", "time/learn_s")),
+          ("harness share of an iteration", ("harness_fraction",)))
 COUNTERS = ("fallbacks", "tasks_failed", "insertions", "duplicates", "evictions")
 
 
@@ -89,6 +92,7 @@ def _write_rollouts(path: str, ro: pipeline.Rollout) -> None:
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
+  runs.quiet_library_logs()
   parallel.maybe_initialize()
   host, hosts = jax.process_index(), jax.process_count()
   log = runs.RunLog(c.workdir) if host == 0 else None

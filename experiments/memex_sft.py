@@ -112,10 +112,11 @@ class Epoch:
 
 
 def demonstration_epoch(folder: str, seed: int, rows: int, seq_len: int,
-                        keep_demo: Any = None) -> Epoch:
+                        keep_demo: Any = None, compress_weight: int = 1) -> Epoch:
   """The demonstrations of `folder` (those `keep_demo` accepts, when given), in a seeded
-  shuffled order, packed into one epoch."""
-  samples = rl.supervised_samples(demo_dataset.iter_sft_examples(folder, keep_demo))
+  shuffled order, packed into one epoch; CompressExperience turns weigh `compress_weight`."""
+  samples = rl.supervised_samples(
+      demo_dataset.iter_sft_examples(folder, keep_demo, compress_weight))
   if not samples:
     raise SystemExit(f"no demonstration segments to pack in {folder}")
   np.random.default_rng(seed).shuffle(samples)
@@ -264,9 +265,12 @@ def main(argv) -> None:
   del argv
   c = _CONFIG.value
   mesh = runs.start_run(c.mesh, c.batch.rows)
+  if c.compress_weight < 1:
+    raise runs.ConfigError(f"config.compress_weight={c.compress_weight} must be >= 1")
   folder = demonstrations_dir(c)
   train_demo, heldout_demo = heldout_split(c)
-  epoch = demonstration_epoch(folder, c.seed, c.batch.rows, c.batch.seq_len, train_demo)
+  epoch = demonstration_epoch(folder, c.seed, c.batch.rows, c.batch.seq_len, train_demo,
+                              c.compress_weight)
   heldout = (demonstration_epoch(folder, c.seed, c.batch.rows, c.batch.seq_len, heldout_demo)
              if heldout_demo else None)
   if heldout and not np.any(heldout.batch.loss_mask):

@@ -10,12 +10,14 @@
 # answers fail mostly on form ("There are 12 vegetables", "The correct answer is (C)"), so
 # experience can matter. Per suite 130 tasks: 40 held out for evaluation, 90 for training
 # (config.seed's shuffle; never overlapping). ITERATIONS (22) PPO steps of 8 tasks each.
-# Each stage's seconds go to WORKDIR/stages.json as it ends.
+# Each stage's seconds go to WORKDIR/stages.json as it ends; STAGES ("train eval") picks the
+# stages to run (e.g. STAGES=eval evaluates a finished training run again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 ITERATIONS="${ITERATIONS:-22}"
+STAGES="${STAGES:-train eval}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
 COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
@@ -23,8 +25,9 @@ COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
         --config.tasks.per_suite=130 --config.tasks.eval_per_suite=40
         --config.batch_size=8 --config.executor.num_slots=8)
 
-stage() {  # stage NAME COMMAND...: runs it, appends its wall time to stages.json
+stage() {  # stage NAME COMMAND...: runs it (if STAGES names it), records its wall time
   local name="$1"; shift
+  [[ " ${STAGES} " == *" ${name} "* ]] || return 0
   local start; start=$(date +%s.%N)
   "$@"
   "${PYTHON}" - "${WORK}/stages.json" "${name}" "${start}" <<'PY'

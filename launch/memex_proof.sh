@@ -14,7 +14,8 @@
 # stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
 # REPORT_DIR (default results/memex_<scale>) receives the report; on the CPU, EVAL_GAMES (40),
 # EVAL_SPLITS ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12) size the evaluations
-# and SFT_MINUTES (40) the SFT's time budget.
+# and SFT_MINUTES (40) the SFT's time budget; COMPRESS_WEIGHT (1) weighs the CompressExperience
+# turns in the SFT loss (config.compress_weight).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
@@ -45,7 +46,8 @@ elif [ "${SCALE}" = cpu ]; then
   # backward through the lower 20 halves a step's cost, so the budget covers twice the rows.
   SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
        --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=10 --config.heldout.patience=2
-       --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5)
+       --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
+       --config.compress_weight="${COMPRESS_WEIGHT:-1}")
   AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=400)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
       --config.batch.rows=1 --config.batch.seq_len="${WINDOW}" --config.checkpoint.every=1)

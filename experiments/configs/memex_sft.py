@@ -50,6 +50,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.optim.clip_norm = 1.0
   c.optim.warmup_steps = 20 if gpu else 0
   c.num_steps = 400 if gpu else 3
+  # Weight in the loss of a CompressExperience turn's tokens against any other turn's (the
+  # held-out loss stays unweighted, comparable across settings).
+  c.compress_weight = 1
   c.target_loss = 0.0  # stop once the smoothed loss is below it (0: never)
   c.max_minutes = 0.0  # stop after this many minutes of training (0: no time budget)
   # Held-out demonstrations: their loss picks the exported params and stops a run that no longer

@@ -40,10 +40,36 @@ SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summ
 SEARCH_PRIOR = "search_prior.json"
 
 
-def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None
-                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def compresses(record: dict[str, Any]) -> bool:
+  """The segment ends with the expert's CompressExperience call (every segment but an episode's
+  last does)."""
+  last = record["messages"][-1]
+  return last["role"] == "assistant" and '"name": "CompressExperience"' in last["content"]
+
+
+def weigh_last_turn(mask: np.ndarray, weight: int) -> np.ndarray:
+  """`mask` with its last run of trained tokens (the segment's last assistant turn) at `weight`."""
+  trained = np.flatnonzero(mask)
+  if not trained.size:
+    return mask
+  gaps = np.flatnonzero(np.diff(trained) > 1)
+  start = trained[gaps[-1] + 1] if gaps.size else trained[0]
+  out = mask.copy()
+  out[start:trained[-1] + 1] *= weight
+  return out
+
+
+def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None,
+                      compress_weight: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard
-  (only the segments of demonstrations whose number `keep_demo` accepts, when given)."""
+  (only the segments of demonstrations whose number `keep_demo` accepts, when given).
+
+  With `compress_weight` > 1, the tokens of each CompressExperience turn weigh that many times
+  a token of any other turn in the SFT loss: the choice to compress is one turn of ~19 in a
+  demonstration, and a policy cloned without the weight learned the survey but not the cue.
+  """
+  if compress_weight < 1:
+    raise ValueError(f"compress_weight={compress_weight} must be >= 1")
   shards = ([path] if os.path.isfile(path) else
             sorted(os.path.join(path, f) for f in os.listdir(path)
                    if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
@@ -58,6 +84,8 @@ def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None
         ids, mask = (np.asarray(record[k], np.int32) for k in ("token_ids", "loss_mask"))
         if ids.shape != mask.shape:
           raise ValueError(f"{shard}:{line_number}: token_ids and loss_mask differ in length")
+        if compress_weight > 1 and compresses(record):
+          mask = weigh_last_turn(mask, compress_weight)
         yield ids, mask
 
 

@@ -206,7 +206,8 @@ def value_loss(values: Array, batch: PackedBatch,
 
 
 def sft_loss(logprobs: Array, batch: PackedBatch) -> tuple[Array, dict[str, Array]]:
-  """Mean negative log-likelihood over the trained tokens (assistant turns of demonstrations).
+  """Negative log-likelihood over the trained tokens (assistant turns of demonstrations),
+  averaged with the loss mask's weights (all 1 unless some turns are weighted more).
 
   Args:
     logprobs: [B T] logprobs of batch.tokens under the model being trained.
@@ -215,6 +216,8 @@ def sft_loss(logprobs: Array, batch: PackedBatch) -> tuple[Array, dict[str, Arra
   Returns:
     (loss, {'loss', 'loss_tokens'}).
   """
-  mask = batch.loss_mask > 0
-  loss = -_masked_mean(logprobs, mask)
-  return loss, {"loss": loss, "loss_tokens": jnp.sum(mask).astype(jnp.float32)}
+  weights = batch.loss_mask
+  # where, not a product: whatever stands on untrained tokens never reaches the loss.
+  loss = -jnp.sum(jnp.where(weights > 0, weights * logprobs, 0.0)) / jnp.maximum(
+      jnp.sum(weights), 1.0)
+  return loss, {"loss": loss, "loss_tokens": jnp.sum(weights > 0).astype(jnp.float32)}

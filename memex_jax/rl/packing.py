@@ -32,7 +32,8 @@ class PackedBatch:
     positions: [B T] int32, restarting at 0 for each packed sample, 0 on padding.
     segment_ids: [B T] int32, the packed samples of a row numbered 1.., PADDING_SEGMENT on
       padding.
-    loss_mask: [B T] float32, 1 on tokens the policy sampled (the trained tokens).
+    loss_mask: [B T] float32, 1 on tokens the policy sampled (the trained tokens), or the
+      sample's own weight of a token (SFT); 0 elsewhere.
     rollout_logprobs: [B T] float32, the sampler's logprobs of the sampled tokens.
     old_logprobs: [B T] float32, the learner's logprobs at the start of the iteration.
     ref_logprobs: [B T] float32, the frozen reference model's logprobs.
@@ -169,7 +170,7 @@ def pack_samples(samples: Sequence[Sample], advantages: Mapping[int, float] | No
     batch.tokens[row, span] = np.asarray(sample.token_ids[:n])
     batch.positions[row, span] = np.arange(n)
     batch.segment_ids[row, span] = count[row]
-    mask = (np.asarray(sample.loss_mask[:n]) != 0).astype(np.float32)
+    mask = np.asarray(sample.loss_mask[:n], np.float32)
     mask[0] = 0.0
     batch.loss_mask[row, span] = mask
     batch.rollout_logprobs[row, span] = np.asarray(sample.rollout_logprobs[:n], np.float32)
@@ -179,7 +180,7 @@ def pack_samples(samples: Sequence[Sample], advantages: Mapping[int, float] | No
       num_samples=len(samples), num_packed=len(kept), num_truncated=num_truncated,
       truncated_tokens=truncated_tokens, truncated_loss_tokens=truncated_loss,
       num_without_advantage=without_advantage, num_minibatches=num_minibatches,
-      rows_used=rows_used, loss_tokens=int(batch.loss_mask.sum()),
+      rows_used=rows_used, loss_tokens=int(np.count_nonzero(batch.loss_mask)),
       fill=float(sum(lengths) / batch.tokens.size))
   return batch, stats
 

@@ -17,7 +17,9 @@ class Sample:
 
   Attributes:
     token_ids: [T] int32, the exact ids the policy saw and sampled.
-    loss_mask: [T] int32, 1 on tokens the policy sampled (the trained tokens), else 0.
+    loss_mask: [T] int32, 1 on tokens the policy sampled (the trained tokens), else 0; a
+      supervised sample may give some tokens a larger weight in the SFT loss (e.g. the turns
+      that compress, `demos.dataset.iter_sft_examples`).
     rollout_logprobs: [T] float32, the sampler's logprob of each sampled token, 0 elsewhere.
     trajectory_id: the episode (or completion) it belongs to; advantages are per trajectory.
     group_id: the prompt group (GRPO normalises rewards within a group).

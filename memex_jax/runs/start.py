@@ -10,17 +10,21 @@ from memex_jax import parallel
 from memex_jax.runs.config_sections import ConfigError
 
 
-def start_run(mesh: Any, rows: int | None = None) -> Any:
-  """Returns the device mesh of `config.mesh`.
-
-  Joins the other hosts when the multi-host variables are set, and keeps orbax's INFO lines
-  (through absl; 111 for a one-step SFT run) and jax's backend probe ("Unable to initialize
-  backend 'tpu'", off TPU) out of the run's own progress output; warnings still show. An
-  impossible mesh, or `rows` (config.batch.rows) that do not split over it, ends the run with one
-  line.
-  """
+def quiet_library_logs() -> None:
+  """Keeps orbax's INFO lines (through absl; 111 for a one-step SFT run) and jax's backend probe
+  ("Unable to initialize backend 'tpu'", off TPU) out of a run's own progress output; warnings
+  still show."""
   for logger in ("absl", "jax"):
     logging.getLogger(logger).setLevel(logging.WARNING)
+
+
+def start_run(mesh: Any, rows: int | None = None) -> Any:
+  """Returns the device mesh of `config.mesh`, library logs quieted.
+
+  Joins the other hosts when the multi-host variables are set. An impossible mesh, or `rows`
+  (config.batch.rows) that do not split over it, ends the run with one line.
+  """
+  quiet_library_logs()
   parallel.maybe_initialize()
   try:
     result = parallel.make_mesh(parallel.MeshConfig(mesh.data, mesh.fsdp, mesh.tensor))

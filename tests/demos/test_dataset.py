@@ -76,6 +76,31 @@ def test_cli_writes_shards_trajectories_and_a_summary(dataset, small_root, rende
     assert len(ids) <= 8192
 
 
+def test_compress_turns_can_weigh_more_in_the_sft_loss(dataset, renderer):
+  out = dataset[0]
+  plain = list(dataset_lib.iter_sft_examples(out))
+  weighted = list(dataset_lib.iter_sft_examples(out, compress_weight=4))
+  changed = 0
+  for (ids, mask), (_, heavy) in zip(plain, weighted):
+    if np.array_equal(mask, heavy):
+      continue
+    changed += 1
+    np.testing.assert_array_equal(heavy > 0, mask > 0)  # the same tokens are trained
+    assert set(np.unique(heavy).tolist()) == {0, 1, 4}
+    turn = renderer.tokenizer.decode(ids[heavy == 4])
+    assert '"name": "CompressExperience"' in turn and turn.count("<tool_call>") == 1
+  # Every segment but an episode's last ends with a compression.
+  assert changed == len(plain) - NUM
+  with pytest.raises(ValueError, match="compress_weight=0"):
+    next(dataset_lib.iter_sft_examples(out, compress_weight=0))
+
+
+def test_weigh_last_turn_finds_the_last_run_of_trained_tokens():
+  mask = np.array([0, 1, 1, 0, 0, 1, 1, 1, 0], np.int32)
+  np.testing.assert_array_equal(dataset_lib.weigh_last_turn(mask, 3), [0, 1, 1, 0, 0, 3, 3, 3, 0])
+  np.testing.assert_array_equal(dataset_lib.weigh_last_turn(np.zeros(3, np.int32), 3), [0, 0, 0])
+  assert mask[5] == 1  # the input is not changed
+
 def _replay(record_segments, game, renderer, config, env):
   script = [m["content"] for s in record_segments for m in s["messages"]
             if m["role"] == "assistant"]

@@ -5,6 +5,7 @@ that writes no tag are counted failures that do not stop the run."""
 
 import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -39,6 +40,8 @@ def test_training_resumes_bit_for_bit_and_evaluation_writes_its_table(entry_poin
     run = _train(entry_point, resumed, iterations)
     assert run.returncode == 0, run.stderr[-3000:]
   assert "resuming at iteration 1" in run.stdout
+  # orbax's save/restore INFO lines (through absl) stay out of the run's output.
+  assert not re.findall(r"^I\d{4} .*", run.stderr, re.MULTILINE), run.stderr[-2000:]
   assert _learning_rows(resumed) == _learning_rows(straight)
   with (np.load(straight / "graph" / "step_2.npz") as a,
         np.load(resumed / "graph" / "step_2.npz") as b):
@@ -48,6 +51,7 @@ def test_training_resumes_bit_for_bit_and_evaluation_writes_its_table(entry_poin
 
   run = entry_point("expharness_eval", f"--config.workdir={straight}", *TINY, config="expharness")
   assert run.returncode == 0, run.stderr[-3000:]
+  assert not re.findall(r"^I\d{4} .*", run.stderr, re.MULTILINE), run.stderr[-2000:]
   results = json.loads((straight / "eval" / "results.json").read_text())
   rows = {r["label"]: r for r in results["rows"]}
   assert len(results["tasks"]) == 2
@@ -55,6 +59,11 @@ def test_training_resumes_bit_for_bit_and_evaluation_writes_its_table(entry_poin
     assert rows[method]["suites"]["gsm_symbolic"]["n"] == 2, rows[method]
     assert 0.0 <= rows[method]["average"] <= 1.0, rows[method]
   assert "not run" in rows["flat"]["note"]  # its own training run was not given
+  assert set(results["expharness_minus"]) == {"no_memory", "flat_top_k", "no_diffusion",
+                                              "no_utility_ranking"}
+  records = [json.loads(line) for line in (straight / "eval" / "tasks.jsonl").open()]
+  assert len(records) == 5 * 2 and all("response" in r for r in records)
+  assert all("copilot" in r for r in records if r["method"] == "expharness")
   assert (straight / "eval" / "evaluation.png").stat().st_size > 0
   assert "no_memory" in (straight / "eval" / "table.md").read_text()
 

@@ -140,6 +140,11 @@ def test_sft_loss_is_mean_nll_on_trained_tokens():
   assert loss == pytest.approx(2.0) and metrics["loss_tokens"] == 2
 
 
+def test_sft_loss_weighs_tokens_by_their_mask_and_ignores_untrained_garbage():
+  batch = make_batch([0.0, 0.0, 0.0, 0.0], mask=[0, 1, 2, 0])
+  loss, metrics = sft_loss(jnp.asarray([[-9.0, -1.0, -3.0, jnp.nan]]), batch)
+  assert loss == pytest.approx((1.0 + 2 * 3.0) / 3) and metrics["loss_tokens"] == 2
+
 def test_bad_config_is_rejected():
   with pytest.raises(ValueError, match="normalisation='per_token'"):
     LossConfig(normalisation="per_token")

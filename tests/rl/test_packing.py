@@ -34,6 +34,12 @@ def test_layout_positions_segment_ids_masks_and_advantages(make_sample):
   assert stats.fill == pytest.approx(9 / 12)
 
 
+def test_a_supervised_sample_keeps_its_token_weights(make_sample):
+  a = make_sample([5, 6, 7, 8], [0, 1, 4, 4], trajectory_id=0)
+  packed, stats = packing.pack_samples([a], None, minibatch_rows=1, seq_len=5)
+  np.testing.assert_array_equal(packed.loss_mask, [[0, 1, 4, 4, 0]])
+  assert stats.loss_tokens == 3  # tokens, not weight
+
 def test_first_fit_places_every_sample_in_as_many_minibatches_as_needed(make_sample):
   segs = [make_sample(np.arange(n) + 1, np.ones(n), trajectory_id=i)
           for i, n in enumerate([6, 6, 3, 2, 4])]
