@@ -78,7 +78,8 @@ def main(argv) -> None:
   copilot = Copilot(setup.copilot_sampler(c, model_cfg, params, tokenizer, c.batch_size, c.seed),
                     runs.from_section(CopilotConfig, c.copilot, "config.copilot"))
   runs_by_name = {"full": c.workdir, **{k: v for k, v in c.eval.ablation_workdirs.items() if v}}
-  loaded = {}
+  loaded, decided = {}, {}  # per training run: (policy, graph), the greedy copilot's decisions
+  queries = encoder.encode([t.text for t in eval_tasks])
   rows, scores, records = [], {}, []
   for method in tqdm.tqdm(c.eval.methods, desc="expharness_eval"):
     run = "full" if method in ("flat_top_k", "expharness", *RETRIEVAL_ABLATIONS) else method
@@ -99,17 +100,18 @@ def main(argv) -> None:
       policy, graph = loaded[run]
       ablation = {"expharness": "full", "flat_top_k": "flat"}.get(method, method)
       _, retrieval_cfg = setup.harness_configs(c, ablation, encoder.dim)
-      queries = encoder.encode([t.text for t in eval_tasks])
       fallbacks, decisions = 0, None
       if method == "flat_top_k":  # no copilot: similarity alone
         controls = [(0, 0)] * len(eval_tasks)
-      else:
-        copilot.sampler.params = policy
-        decisions = []
-        for first in range(0, len(eval_tasks), c.batch_size):
-          chunk = eval_tasks[first:first + c.batch_size]
-          decisions += copilot.decide([t.text for t in chunk], [t.family for t in chunk],
-                                      greedy=True)
+      else:  # greedy, so one decoding serves every method on the same run
+        if run not in decided:
+          copilot.sampler.params = policy
+          decided[run] = []
+          for first in range(0, len(eval_tasks), c.batch_size):
+            chunk = eval_tasks[first:first + c.batch_size]
+            decided[run] += copilot.decide([t.text for t in chunk], [t.family for t in chunk],
+                                           greedy=True)
+        decisions = decided[run]
         controls = [(d.restart, d.weight) for d in decisions]
         fallbacks = sum(not d.parsed for d in decisions)
       slots = pipeline.retrieve_slots(graph, queries, [r for r, _ in controls],

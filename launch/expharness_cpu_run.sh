@@ -10,14 +10,14 @@
 # answers fail mostly on form ("There are 12 vegetables", "The correct answer is (C)"), so
 # experience can matter. Per suite 130 tasks: 40 held out for evaluation, 90 for training
 # (config.seed's shuffle; never overlapping). ITERATIONS (22) PPO steps of 8 tasks each.
-# Each stage's seconds go to WORKDIR/stages.json as it ends; STAGES ("train eval") picks the
-# stages to run (e.g. STAGES=eval evaluates a finished training run again).
+# Each stage's seconds go to WORKDIR/stages.json as it ends; a rerun skips the stages already
+# done (training: its params export; evaluation: eval/results.json, so removing WORKDIR/eval
+# evaluates a finished run again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 ITERATIONS="${ITERATIONS:-22}"
-STAGES="${STAGES:-train eval}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
 COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
@@ -25,23 +25,11 @@ COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
         --config.tasks.per_suite=130 --config.tasks.eval_per_suite=40
         --config.batch_size=8 --config.executor.num_slots=8)
 
-stage() {  # stage NAME COMMAND...: runs it (if STAGES names it), records its wall time
-  local name="$1"; shift
-  [[ " ${STAGES} " == *" ${name} "* ]] || return 0
-  local start; start=$(date +%s.%N)
-  "$@"
-  "${PYTHON}" - "${WORK}/stages.json" "${name}" "${start}" <<'PY'
-import json, os, sys, time
-path, name, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
-stages = json.load(open(path)) if os.path.exists(path) else {}
-stages[name] = round(time.time() - start, 1)
-json.dump(stages, open(path, "w"), indent=1)
-print(f"stage {name}: {stages[name]:.0f} s", flush=True)
-PY
-}
+RUN_COMMAND="$0 ${WORK}"
+source launch/stage.sh
 
-stage train "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" \
+stage train "${WORK}/params" "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" \
   --config.num_iterations="${ITERATIONS}" \
   --config.tasks.cold_start=16 --config.ppo.minibatch_rows=4 --config.ppo.seq_len=448 \
   --config.checkpoint.every=11
-stage eval "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}"
+stage eval "${WORK}/eval/results.json" "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}"

@@ -64,26 +64,8 @@ EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config
 GAMES="${WORK}/games"
 mkdir -p "${WORK}"
 
-stage() {  # stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists (a rerun goes on
-  # where a stopped run left off) and records its wall time in stages.json
-  local name="$1" done_file="$2" start end
-  shift 2
-  if [ -e "${done_file}" ]; then echo "== ${name}: done before (${done_file})"; return; fi
-  echo "== ${name}: $*"
-  start=$(date +%s.%N)
-  "$@"
-  end=$(date +%s.%N)
-  "${PYTHON}" - "${WORK}/stages.json" "${name}" "${start}" "${end}" "SCALE=${SCALE} $0 ${WORK}" <<'EOF'
-import json, pathlib, sys
-path, name, start, end, command = sys.argv[1:]
-p = pathlib.Path(path)
-record = json.loads(p.read_text()) if p.exists() else {"command": command, "stages": []}
-record["stages"] = [s for s in record["stages"] if s["name"] != name]
-record["stages"].append({"name": name, "seconds": round(float(end) - float(start), 1)})
-p.write_text(json.dumps(record, indent=1))
-print(f"== {name}: {float(end) - float(start):.0f} s")
-EOF
-}
+RUN_COMMAND="SCALE=${SCALE} $0 ${WORK}"
+source launch/stage.sh
 
 stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworld.generate --out "${GAMES}" --split train \
   --num "${TRAIN_GAMES}" --seed 0

@@ -28,11 +28,13 @@ import numpy as np
 import tqdm
 
 from memex_jax.agent import ChatRenderer
+from memex_jax.agent.parser import parse_turn
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.demos import alfworld
 from memex_jax.demos import search_prior
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
+from memex_jax.memory.tools import COMPRESS
 from memex_jax.models.pretrained import smollm2_gguf_path
 from memex_jax.tokenizers import Tokenizer
 
@@ -44,7 +46,8 @@ def compresses(record: dict[str, Any]) -> bool:
   """The segment ends with the expert's CompressExperience call (every segment but an episode's
   last does)."""
   last = record["messages"][-1]
-  return last["role"] == "assistant" and '"name": "CompressExperience"' in last["content"]
+  call = parse_turn(last["content"]).call if last["role"] == "assistant" else None
+  return call is not None and call.name == COMPRESS
 
 
 def weigh_last_turn(mask: np.ndarray, weight: int) -> np.ndarray:
