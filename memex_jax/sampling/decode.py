@@ -89,6 +89,27 @@ def prefill(cfg: ModelConfig, params: dict, cache: transformer.KVCache, prompt: 
   return cache, transformer.logits_from_hidden(last, transformer.head_kernel(params, cfg))
 
 
+def prefill_rows(cfg: ModelConfig, params: dict, cache: transformer.KVCache, rows: Array,
+                 prompt: Array, start: Array, prompt_length: Array
+                 ) -> tuple[transformer.KVCache, Array]:
+  """`prefill` of the cache rows `rows` only: the others are neither computed nor changed.
+
+  A streaming call has new ids in a few of its rows; prefilling every row to the longest new
+  context would spend the compute of the idle ones on padding.
+
+  Args:
+    rows: [R] int32 distinct cache rows.
+    prompt, start, prompt_length: [R P], [R], [R] as `prefill`'s, for those rows.
+  Returns:
+    (cache, logits [B V]): the rows' next-id logits at `rows`, zeros elsewhere.
+  """
+  part = jax.tree.map(lambda c: c[:, rows], cache)  # L R S K Dh
+  part, logits = prefill(cfg, params, part, prompt, start, prompt_length)
+  cache = jax.tree.map(lambda c, p: c.at[:, rows].set(p), cache, part)
+  b = jax.tree.leaves(cache)[0].shape[1]
+  return cache, jnp.zeros((b, logits.shape[-1]), logits.dtype).at[rows].set(logits)
+
+
 def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
                  window: Array, table: stops_lib.StopTable, position: Array, active: Array,
                  max_tokens: Array, rng: Array, temperature: Array, top_p: Array,
@@ -182,5 +203,6 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
 
 
 prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))
+prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg",), donate_argnames=("cache",))
 decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens"),
                            donate_argnames=("cache",))

@@ -1,7 +1,8 @@
 """Multi-turn batched sampling with persistent KV slots (the JAX implementation of `Policy`).
 
 Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
-that arrived since the episode's last turn and decodes; the history is never re-prefilled.
+that arrived since the episode's last turn and decodes; the history is never re-prefilled, and
+the rows with no new ids are left out of the prefill.
 `generate` decodes whole turns; `advance` decodes them in chunks and returns those that ended,
 so turns start and end while others are being written (the agent loop's streaming mode). When
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
@@ -236,6 +237,16 @@ class Sampler:
                                      min(_bucket(head, cfg.prompt_bucket), cfg.cache_length))
     self.stats.prefix_tokens += head
 
+  def _prefill_rows(self, rows: dict[int, tuple[int, list[int], int]]) -> np.ndarray:
+    """The cache rows a prefill computes: `rows` (those with new ids) and idle ones up to the
+    next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
+    n = self.config.num_slots
+    size = n if self.mesh is not None else min(n, 1 << (len(rows) - 1).bit_length())
+    if size == n:
+      return np.arange(n)
+    idle = [i for i in range(n) if i not in rows]
+    return np.asarray(sorted(rows) + idle[:size - len(rows)], np.int32)
+
   def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int], bool]:
     """(start position, ids to prefill, whether the row takes the shared prefix) for one
     request; updates the slot's cached ids."""
@@ -330,16 +341,22 @@ class Sampler:
     began = time.perf_counter()
     logits = window = None
     if rows:
-      prompt = np.zeros((n, _bucket(max(len(ids) for _, ids, _ in rows.values()),
-                                    cfg.prompt_bucket)), np.int32)
-      for i, (_, ids, _) in rows.items():
-        prompt[i, :len(ids)] = ids
+      take = self._prefill_rows(rows)
+      prompt = np.zeros((len(take), _bucket(max(len(ids) for _, ids, _ in rows.values()),
+                                            cfg.prompt_bucket)), np.int32)
+      for j, i in enumerate(take):
+        if i in rows:
+          prompt[j, :len(rows[i][1])] = rows[i][1]
       if (copy_rows < n).any():
         self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
         if self.mesh is not None:  # the copy may leave the cache in another layout
           self.cache = jax.device_put(self.cache, sharded.cache_sharding(self.mesh))
-      self.cache, logits = self._prefill(self.params, self.cache, jnp.asarray(prompt),
-                                         jnp.asarray(start), jnp.asarray(length))
+      args = (jnp.asarray(prompt), jnp.asarray(start[take]), jnp.asarray(length[take]))
+      if len(take) == n:
+        self.cache, logits = self._prefill(self.params, self.cache, *args)
+      else:
+        self.cache, logits = decode.prefill_rows_jit(self.model_cfg, self.params, self.cache,
+                                                     jnp.asarray(take), *args)
       window = stops_lib.empty_window(self.table, n)
       jax.block_until_ready(logits)
     if going:  # the unfinished turns go on from their carried state

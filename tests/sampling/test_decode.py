@@ -1,9 +1,13 @@
-"""sample_token: greedy is the argmax, top-p cuts the tail, top_p = 1 samples the whole vocab."""
+"""sample_token: greedy is the argmax, top-p cuts the tail, top_p = 1 samples the whole vocab;
+a prefill of some cache rows equals the prefill of every row on those rows."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memex_jax.models import config as config_lib
+from memex_jax.models import transformer
 from memex_jax.sampling import decode
 
 # One row: a dominant id 2 (p ~ 0.6) and a tail over the seven others.
@@ -33,3 +37,31 @@ def test_top_p_one_samples_every_id_at_its_probability():
   assert set(ids.tolist()) == set(range(8))
   frequency = np.bincount(ids, minlength=8) / len(ids)
   np.testing.assert_allclose(frequency, np.exp(np.asarray(LOGITS[0])), atol=0.04)
+
+
+def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
+  cfg = config_lib.tiny("llama")
+  tokens = jnp.zeros((1, 4), jnp.int32)
+  params = nn.unbox(transformer.Transformer(cfg).init(jax.random.PRNGKey(0), tokens, tokens)["params"])
+  rng = np.random.default_rng(0)
+  # Four rows with 3, 0, 5 and 2 ids of context; rows 2 and 0 get 4 and 2 new ids.
+  cache = transformer.init_cache(cfg, 4, 16)
+  history = rng.integers(1, cfg.vocab_size, (4, 5)).astype(np.int32)
+  cache, _ = decode.prefill(cfg, params, cache, jnp.asarray(history), jnp.zeros(4, jnp.int32),
+                            jnp.asarray([3, 0, 5, 2], jnp.int32))
+  start = np.asarray([3, 0, 5, 2], np.int32)
+  new = rng.integers(1, cfg.vocab_size, (4, 4)).astype(np.int32)
+  length = np.asarray([2, 0, 4, 0], np.int32)
+  want_cache, want_logits = decode.prefill(cfg, params, cache, jnp.asarray(new),
+                                           jnp.asarray(start), jnp.asarray(length))
+  rows = np.asarray([2, 0], np.int32)
+  got_cache, got_logits = decode.prefill_rows(cfg, params, cache, jnp.asarray(rows),
+                                              jnp.asarray(new[rows]), jnp.asarray(start[rows]),
+                                              jnp.asarray(length[rows]))
+  np.testing.assert_allclose(got_logits[rows], want_logits[rows], atol=1e-5)
+  assert not np.asarray(got_logits[np.asarray([1, 3])]).any()
+  for name in ("k", "v"):
+    # The prefilled rows hold what the full prefill wrote; the others are untouched.
+    np.testing.assert_allclose(got_cache[name][:, rows], want_cache[name][:, rows], atol=1e-5)
+    np.testing.assert_array_equal(got_cache[name][:, np.asarray([1, 3])],
+                                  cache[name][:, np.asarray([1, 3])])
