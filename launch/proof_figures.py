@@ -145,8 +145,9 @@ def _grouped_bars(ax, evaluations: dict[str, Any], keys: Sequence[str], metric: 
     x = [g - 0.4 + width * (i + 0.5) for g, _ in bars]
     heights = [s[metric] for _, s in bars]
     errors = [s.get(metric + "_se", 0.0) for _, s in bars]
+    unfinished = " (unfinished)" if evaluations[policy].get("unfinished") else ""
     ax.bar(x, heights, width * 0.92, yerr=errors, capsize=4, color=POLICY_COLORS.get(policy),
-           label=policy)
+           label=policy + unfinished)
     for xi, h, e in zip(x, heights, errors):
       ax.annotate(fmt.format(h), (xi, h + e), xytext=(0, 2), textcoords="offset points",
                   ha="center", va="bottom", fontsize=8)

@@ -5,7 +5,9 @@
 WORKDIR is the one given to launch/memex_proof.sh: `stages.json` (stage times and command),
 `demos/summary.json` (the demonstration set), `sft/metrics.jsonl`, `eval_zero_shot/`, `eval_sft/`, `eval_rl/`
 (each an evaluation.json) and `rl/metrics.jsonl`. Whatever a cut-short run did not write is left
-out of the report (a policy's row, a stage, a curve), never guessed. Writes OUT/report.json (every
+out of the report (a policy's row, a stage, a curve), never guessed; an evaluation stopped before
+its evaluation.json gets the row of the episodes it finished (its trajectories), marked
+unfinished. Writes OUT/report.json (every
 number the table and figures show), OUT/table.md, the figures (launch/proof_figures.py) and prints
 the table.
 """
@@ -18,6 +20,8 @@ import pathlib
 from typing import Any, Sequence
 
 from launch import proof_figures
+from memex_jax.agent import config as agent_config
+from memex_jax.agent import records
 from memex_jax.runs import log as run_log
 
 # (row label, evaluation folder): the policy before SFT, after SFT (before RL) and after RL.
@@ -60,6 +64,19 @@ def read_metrics(path: pathlib.Path, kind: str, keys: Sequence[str]) -> list[dic
           for r in run_log.read_log(path, kind=kind)]
 
 
+def finished_episodes(folder: pathlib.Path) -> dict[str, Any]:
+  """`<split>/<regime>` -> the summary of the episodes an evaluation's trajectories hold."""
+  results = {}
+  for path in sorted((folder / "trajectories").glob("*.jsonl")):
+    regime = next((m for m in (agent_config.MEMEX, agent_config.SUMMARY_ONLY,
+                               agent_config.FULL_CONTEXT) if path.stem.endswith("_" + m)), None)
+    played = records.read_records(path)
+    if regime is not None and played:
+      split = path.stem.removesuffix("_" + regime)
+      results[f"{split}/{regime}"] = records.summarize([r["metrics"] for r in played])
+  return results
+
+
 def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
   """Everything the report shows, read from a proof WORKDIR."""
   work = pathlib.Path(workdir)
@@ -71,6 +88,8 @@ def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
     found = read_json(work / folder / "evaluation.json")
     if found is not None:
       evaluations[label] = {"checkpoint": found.get("checkpoint"), "results": found["results"]}
+    elif played := finished_episodes(work / folder):
+      evaluations[label] = {"checkpoint": None, "results": played, "unfinished": True}
   metrics = work / "sft" / run_log.METRICS_FILE
   return {
       "workdir": str(work),
@@ -107,7 +126,8 @@ def split_table(report: dict[str, Any], key: str) -> str:
   for label, evaluation in report["evaluations"].items():
     summary = evaluation["results"].get(key)
     if summary is not None:
-      lines.append(f"| {label} | " + " | ".join(cell(summary, *c[1:]) for c in COLUMNS) + " |")
+      name = f"{label} (unfinished)" if evaluation.get("unfinished") else label
+      lines.append(f"| {name} | " + " | ".join(cell(summary, *c[1:]) for c in COLUMNS) + " |")
   return "\n".join(lines)
 
 

@@ -170,6 +170,26 @@ def test_a_run_cut_before_rl_reports_what_it_has(tmp_path):
   check_figures(tmp_path / "out")
 
 
+def test_an_evaluation_stopped_early_reports_its_finished_episodes(tmp_path):
+  """No evaluation.json: the row summarizes the trajectories' finished episodes, marked."""
+  write_workdir(tmp_path / "work", folders=("eval_zero_shot",), rl_iterations=0)
+  played = EPISODES["eval_sft"][0][:3]  # valid_unseen only, 3 episodes, a torn last line
+  path = tmp_path / "work" / "eval_sft" / "trajectories" / "valid_unseen_memex.jsonl"
+  records.write_records(path, [{"index": i, "metrics": m} for i, m in enumerate(played)])
+  with path.open("a") as f:
+    f.write('{"index": 3, "metr')
+  (path.parent / "evaluated.json").write_text("{}")
+  text = proof_report.write_report(tmp_path / "work", tmp_path / "out")
+  unseen = table_rows(text)["valid_unseen (memex regime, greedy)"]
+  assert list(unseen) == ["zero-shot", "SFT (unfinished)"]
+  want = records.summarize(played)
+  assert unseen["SFT (unfinished)"]["episodes"] == "3"
+  assert mean_and_se(unseen["SFT (unfinished)"]["success ± SE"]) == pytest.approx(
+      (want["success"], want["success_se"]), abs=1e-3)
+  assert list(table_rows(text)["valid_seen (memex regime, greedy)"]) == ["zero-shot"]
+  check_figures(tmp_path / "out")
+
+
 def test_a_malformed_evaluation_is_named(tmp_path):
   write_workdir(tmp_path / "work")
   (tmp_path / "work" / "eval_sft" / "evaluation.json").write_text('{"results": ')
