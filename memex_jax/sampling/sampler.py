@@ -237,7 +237,7 @@ class Sampler:
                                      min(_bucket(head, cfg.prompt_bucket), cfg.cache_length))
     self.stats.prefix_tokens += head
 
-  def _prefill_rows(self, rows: dict[int, tuple[int, list[int], int]]) -> np.ndarray:
+  def _rows_to_prefill(self, rows: dict[int, tuple[int, list[int], int]]) -> np.ndarray:
     """The cache rows a prefill computes: `rows` (those with new ids) and idle ones up to the
     next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
     n = self.config.num_slots
@@ -341,7 +341,7 @@ class Sampler:
     began = time.perf_counter()
     logits = window = None
     if rows:
-      take = self._prefill_rows(rows)
+      take = self._rows_to_prefill(rows)
       prompt = np.zeros((len(take), _bucket(max(len(ids) for _, ids, _ in rows.values()),
                                             cfg.prompt_bucket)), np.int32)
       for j, i in enumerate(take):
