@@ -68,8 +68,7 @@ def finished_episodes(folder: pathlib.Path) -> dict[str, Any]:
   """`<split>/<regime>` -> the summary of the episodes an evaluation's trajectories hold."""
   results = {}
   for path in sorted((folder / "trajectories").glob("*.jsonl")):
-    regime = next((m for m in (agent_config.MEMEX, agent_config.SUMMARY_ONLY,
-                               agent_config.FULL_CONTEXT) if path.stem.endswith("_" + m)), None)
+    regime = next((m for m in agent_config.MODES if path.stem.endswith("_" + m)), None)
     played = records.read_records(path)
     if regime is not None and played:
       split = path.stem.removesuffix("_" + regime)
