@@ -8,6 +8,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from memex_jax.models import blocked_attention
 from memex_jax.models import decode_attention
@@ -17,6 +18,7 @@ from memex_jax.models.config import ModelConfig
 
 Array = jax.Array
 _INIT = nn.initializers.normal(stddev=0.02)
+PROJECTION = "projection"  # checkpoint name of every Projection's output
 
 
 class RMSNorm(nn.Module):
@@ -34,6 +36,35 @@ class RMSNorm(nn.Module):
     x32 = x.astype(jnp.float32)
     normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
     return (normed * scale.astype(jnp.float32)).astype(x.dtype)
+
+
+@jax.custom_vjp
+def linear(x: Array, kernel: Array) -> Array:
+  """x [.., In] @ kernel [In, Out] -> [.., Out], with a backward laid out for the CPU.
+
+  Autodiff's kernel gradient contracts x and the output gradient over their token axes; XLA on
+  the CPU then writes a transposed copy of the [N Out] gradient, fused into the elementwise ops
+  that produce it (SwiGLU's backward), with strided stores. Here the gradient is formed row-major
+  and x's transpose, the narrower operand, is a copy of its own.
+  """
+  return jax.lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
+
+
+def _linear_fwd(x, kernel):
+  return linear(x, kernel), (x, kernel)
+
+
+def _linear_bwd(residuals, d_y):
+  x, kernel = residuals
+  # The barriers pin the layouts: d_y materialized as produced, then x.T as a separate copy.
+  d_y = jax.lax.optimization_barrier(d_y)
+  d_x = jax.lax.dot_general(d_y, kernel, (((d_y.ndim - 1,), (1,)), ((), ())))  # .. In
+  x_t = jax.lax.optimization_barrier(x.reshape(-1, x.shape[-1]).T)  # In N
+  d_kernel = jnp.dot(x_t, d_y.reshape(-1, d_y.shape[-1]))  # In Out
+  return d_x, d_kernel.astype(kernel.dtype)
+
+
+linear.defvjp(_linear_fwd, _linear_bwd)
 
 
 class Projection(nn.Module):
@@ -69,7 +100,8 @@ class Projection(nn.Module):
                           self.param_dtype)
       if self.quant == "int4_qat":
         kernel = quant_lib.qat_kernel(kernel, self.group)
-    y = jax.lax.dot_general(x, kernel.astype(self.dtype), (((x.ndim - 1,), (0,)), ((), ())))
+    # Named, so remat's 'dots' policy saves it: the custom VJP hides the dot inside.
+    y = checkpoint_name(linear(x, kernel.astype(self.dtype)), PROJECTION)
     if self.use_bias:
       bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, self.axes[1:]),
                         (self.features,), self.param_dtype)

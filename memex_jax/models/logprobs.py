@@ -1,10 +1,12 @@
 """Teacher-forced token log-probabilities, computed in sequence chunks.
 
 The fp32 logits of a long batch are the largest tensor of a training step (16k tokens x 152k
-vocab is ~10 GB), so logits are formed one chunk at a time and rematerialised in the backward.
+vocab is ~10 GB), so logits are formed one chunk at a time and recomputed in the backward.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -24,32 +26,81 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
     head: the LM head as `transformer.head_kernel` gives it.
     targets: [B T] int32 ids whose log-probabilities are wanted.
     temperature: logits are divided by it (the sampler uses the same definition).
-    chunk_size: tokens of T per chunk; T is padded up to a multiple of it.
+    chunk_size: tokens per chunk, counted over all B T positions (padded up to a multiple).
 
   Returns:
     (logprobs [B T] float32, entropy [B T] float32).
   """
   b, t, d = hidden.shape
-  chunk = min(chunk_size, t)
-  pad = (-t) % chunk
-  hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
-  targets = jnp.pad(targets, ((0, 0), (0, pad)))
-  n = hidden.shape[1] // chunk
-  hidden = hidden.reshape(b, n, chunk, d).swapaxes(0, 1)  # N B C D
-  targets = targets.reshape(b, n, chunk).swapaxes(0, 1)  # N B C
+  chunk = min(chunk_size, b * t)
+  pad = (-b * t) % chunk
+  hidden = jnp.pad(hidden.reshape(b * t, d), ((0, pad), (0, 0))).reshape(-1, chunk, d)  # N C D
+  targets = jnp.pad(targets.reshape(b * t), (0, pad)).reshape(-1, chunk)  # N C
+  kernel, embed_axis = head
+  chosen, entropy = _head_logprobs(hidden, kernel, targets, embed_axis, temperature)  # N C
+  unchunk = lambda x: x.reshape(-1)[:b * t].reshape(b, t)
+  return unchunk(chosen), unchunk(entropy)
 
-  @jax.checkpoint
-  def one_chunk(h, y):
-    logits = transformer.logits_from_hidden(h, head) / temperature  # B C V
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    chosen = jnp.take_along_axis(logp, y[..., None], axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
-    return chosen, entropy
 
-  chosen, entropy = jax.lax.map(lambda xs: one_chunk(*xs), (hidden, targets))  # N B C
-  chosen = chosen.swapaxes(0, 1).reshape(b, -1)[:, :t]
-  entropy = entropy.swapaxes(0, 1).reshape(b, -1)[:, :t]
-  return chosen, entropy
+# The head's backward is written out rather than left to autodiff: per chunk it recomputes the
+# logits and forms both gradients from canonical [M K] x [K N] products. Autodiff's form
+# contracts the [C V] logit gradient over its token axis, which XLA on the CPU pays for with a
+# strided transposed copy of the whole [C V] tensor, fused into the softmax's backward.
+
+
+def _chunk_forward(h: Array, kernel: Array, embed_axis: int, temperature: float):
+  """h [C D] -> (logp [C V], entropy [C]) in float32."""
+  logits = transformer.logits_from_hidden(h, (kernel, embed_axis)) / temperature  # C V
+  logp = jax.nn.log_softmax(logits, axis=-1)
+  return logp, -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _head_logprobs(hidden: Array, kernel: Array, targets: Array, embed_axis: int,
+                   temperature: float) -> tuple[Array, Array]:
+  """hidden [N C D], targets [N C] -> (logprobs, entropy) [N C], one chunk at a time."""
+
+  def one_chunk(xs):
+    h, y = xs
+    logp, entropy = _chunk_forward(h, kernel, embed_axis, temperature)
+    return jnp.take_along_axis(logp, y[:, None], axis=-1)[:, 0], entropy
+
+  return jax.lax.map(one_chunk, (hidden, targets))
+
+
+def _head_logprobs_fwd(hidden, kernel, targets, embed_axis, temperature):
+  chosen, entropy = _head_logprobs(hidden, kernel, targets, embed_axis, temperature)
+  return (chosen, entropy), (hidden, kernel, targets, entropy)
+
+
+def _head_logprobs_bwd(embed_axis, temperature, residuals, cotangents):
+  """d logp_y / d logits = onehot(y) - p; d entropy / d logits = -p (logp + entropy)."""
+  hidden, kernel, targets, entropy = residuals
+  d_chosen, d_entropy = cotangents  # N C each
+
+  def one_chunk(d_kernel_t, xs):
+    h, y, ent, dc, de = xs
+    logp, _ = _chunk_forward(h, kernel, embed_axis, temperature)  # C V
+    vocab = jax.lax.broadcasted_iota(jnp.int32, logp.shape, 1)
+    d_logits = (jnp.where(vocab == y[:, None], dc[:, None], 0.0)
+                - jnp.exp(logp) * (dc[:, None] + de[:, None] * (logp + ent[:, None])))
+    d_logits = (d_logits / temperature).astype(h.dtype)  # C V
+    d_h = jax.lax.dot_general(d_logits, kernel.astype(h.dtype),
+                              (((1,), (1 - embed_axis,)), ((), ())))  # C D
+    # h.T is a small [D C] copy; the barrier keeps XLA from folding it back into a transposed
+    # contraction of the large operand.
+    h_t = jax.lax.optimization_barrier(h.T)
+    d_kernel_t = d_kernel_t + jnp.dot(h_t, d_logits, preferred_element_type=jnp.float32)  # D V
+    return d_kernel_t, d_h
+
+  d, v = hidden.shape[-1], kernel.shape[1 - embed_axis]
+  d_kernel_t, d_hidden = jax.lax.scan(
+      one_chunk, jnp.zeros((d, v), jnp.float32), (hidden, targets, entropy, d_chosen, d_entropy))
+  d_kernel = d_kernel_t.T if embed_axis == 1 else d_kernel_t
+  return d_hidden.astype(hidden.dtype), d_kernel.astype(kernel.dtype), None
+
+
+_head_logprobs.defvjp(_head_logprobs_fwd, _head_logprobs_bwd)
 
 
 def shift_to_targets(x: Array, tokens: Array, segment_ids: Array | None = None) -> Array:

@@ -20,8 +20,11 @@ from memex_jax.models.config import ModelConfig
 
 Array = jax.Array
 KVCache = dict[str, Array]  # {'k': [L B S K Dh], 'v': [L B S K Dh]}
-_REMAT_POLICIES = {"nothing": jax.checkpoint_policies.nothing_saveable,
-                   "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+_REMAT_POLICIES = {
+    "nothing": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+        jax.checkpoint_policies.save_only_these_names(layers.PROJECTION))}
 LMHead = tuple[Array, int]  # (matrix, its embed axis): ([V D], 1) tied or ([D V], 0)
 
 
