@@ -45,7 +45,7 @@ def linear(x: Array, kernel: Array) -> Array:
   Autodiff's kernel gradient contracts x and the output gradient over their token axes; XLA on
   the CPU then writes a transposed copy of the [N Out] gradient, fused into the elementwise ops
   that produce it (SwiGLU's backward), with strided stores. Here the gradient is formed row-major
-  and x's transpose, the narrower operand, is a copy of its own.
+  and x's transpose is a plain copy of its own.
   """
   return jax.lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
 

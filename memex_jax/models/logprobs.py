@@ -1,4 +1,4 @@
-"""Teacher-forced token log-probabilities, computed in sequence chunks.
+"""Teacher-forced token log-probabilities, computed in chunks of tokens.
 
 The fp32 logits of a long batch are the largest tensor of a training step (16k tokens x 152k
 vocab is ~10 GB), so logits are formed one chunk at a time and recomputed in the backward.

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 from memex_jax.models import logprobs
+from memex_jax.models import transformer
 
 
 def _one_shot(hidden, head, targets, temperature):
   """The reference: full logits, log_softmax, gather; entropy of the same distribution."""
-  kernel, embed_axis = head
-  logits = jnp.einsum("btd,vd->btv" if embed_axis == 1 else "btd,dv->btv", hidden, kernel)
-  logp = jax.nn.log_softmax(logits / temperature, axis=-1)
+  logp = jax.nn.log_softmax(transformer.logits_from_hidden(hidden, head) / temperature, axis=-1)
   chosen = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
   return chosen, -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 

@@ -1,6 +1,8 @@
 """The decoder: shapes, KV-cache decoding equals a full forward (scanned and unrolled), packed
 segments stay apart."""
 
+import collections
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -138,6 +140,27 @@ def test_remat_policies_give_the_same_gradients():
                  grads(cfg.replace(remat=True, remat_saves=saves)))
   with pytest.raises(ValueError, match="remat_saves='everything'"):
     cfg.replace(remat_saves="everything")
+
+
+def test_dots_remat_saves_every_projection_output(capsys):
+  cfg = config_lib.tiny("llama")
+  _, params = _init(cfg)
+  tokens = jnp.zeros((1, 8), jnp.int32)
+  stacked = lambda width: f"f32[{cfg.num_layers},1,8,{width}] output of scan"
+
+  def saved_per_layer(saves):
+    model = transformer.Transformer(cfg.replace(remat=True, remat_saves=saves))
+    jax.ad_checkpoint.print_saved_residuals(
+        lambda p: model.apply({"params": p}, tokens, _positions(1, 8))[0].sum(), params)
+    lines = capsys.readouterr().out.splitlines()
+    return collections.Counter(line.split(" from ")[0] for line in lines
+                               if line.startswith(f"f32[{cfg.num_layers},") and " of scan " in line)
+
+  q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+  # q, k, v, o, gate, up, down, though each projection hides its dot in a custom VJP
+  widths = [q, kv, kv, cfg.embed_dim, cfg.mlp_dim, cfg.mlp_dim, cfg.embed_dim]
+  assert saved_per_layer("dots") == collections.Counter(map(stacked, widths))
+  assert saved_per_layer("nothing") == collections.Counter([stacked(cfg.embed_dim)])  # input
 
 
 @pytest.mark.parametrize("remat", [False, True])
