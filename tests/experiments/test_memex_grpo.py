@@ -6,14 +6,21 @@ import pytest
 
 
 @pytest.mark.slow
-def test_one_tiny_iteration_logs_checkpoints_and_exports(tmp_path, entry_point):
+def test_one_tiny_iteration_from_a_warm_start_logs_checkpoints_and_exports(tmp_path, entry_point):
   workdir = tmp_path / "run"
   run = entry_point(
       "memex_grpo", f"--config.workdir={workdir}", "--config.num_iterations=1",
       "--config.games.num=2", "--config.rollout.prompts_per_iteration=1",
       "--config.agent.max_steps=1", "--config.agent.max_turn_tokens=8",
-      "--config.agent.context_window=512", "--config.batch.seq_len=512")
+      "--config.agent.context_window=640", "--config.batch.seq_len=640",
+      "--config.warm_start.num_steps=1", "--config.warm_start.games=2",
+      "--config.warm_start.demos=1", "--config.warm_start.seq_len=640")
   assert run.returncode == 0, run.stderr[-2000:]
+  # The SFT ran first, in its own process, and RL started from its export.
+  sft_rows = [json.loads(line) for line in
+              (workdir / "warm_start" / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in sft_rows if r.get("kind") == "sft"] == [1]
+  assert f"params from {workdir}/warm_start/params (step 1)" in run.stdout
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert len(rows) == 1 and rows[0]["step"] == 1
   assert {"success", "reward", "groups_kept", "groups_dropped", "skip_step"} <= set(rows[0])
@@ -29,7 +36,7 @@ def test_one_tiny_iteration_on_appworld(tmp_path, entry_point, worlds):
       "--config.env.name=appworld", f"--config.games.dir={root}", "--config.games.num=2",
       "--config.rollout.prompts_per_iteration=1", "--config.agent.max_steps=2",
       "--config.agent.max_turn_tokens=8", "--config.agent.context_window=2048",
-      "--config.batch.seq_len=2048")
+      "--config.batch.seq_len=2048", "--config.warm_start.num_steps=0")
   assert run.returncode == 0, run.stderr[-2000:]
   [row] = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert row["step"] == 1 and {"success", "reward", "skip_step"} <= set(row)
