@@ -6,10 +6,14 @@
   python -m bench.train_step --seq 3072 --train_attention_block 0   # a long row, untiled attention
   python -m bench.train_step --seq 2304 --quant none --no_grad_layers 0 20   # backward through
                                                # the top 10 layers only, beside the full step
+  python -m bench.train_step --seq 2560 --quant none --no_grad_layers 20 --trained_fraction 1 0.25
+                                               # an SFT row (a quarter of its tokens trained),
+                                               # beside the loss on every token
 
 MFU = (6 N + 12 L S d) * tokens / step_time / peak, N = all parameters, L layers, S sequence
 length, d model width (attention counted non-causal), peak = a measured square matmul. With
-no-gradient layers the FLOPs are still the full step's: MFU is then its full-step equivalent.
+no-gradient layers or a trained fraction below 1 the FLOPs are still the full step's: MFU is
+then its full-step equivalent.
 """
 
 from __future__ import annotations
@@ -30,20 +34,27 @@ from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 
 
-def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array,
-              chunk: int) -> Callable[[], jax.Array]:
+def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array, chunk: int,
+              trained_fraction: float = 1.0) -> Callable[[], jax.Array]:
   """A call running one jitted AdamW step of the next-token loss on tokens [B T]; returns the loss.
 
-  Every call starts from the same params and optimizer state, so each does identical work.
+  With `trained_fraction` < 1 the loss covers that share of each row's tokens, as a run at the
+  start of every 256 (as assistant turns lie in a demonstration), and the head is formed on
+  them only. Every call
+  starts from the same params and optimizer state, so each does identical work.
   """
   batch, seq = tokens.shape
   positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
+  where = None
+  if trained_fraction < 1.0:
+    where = ((positions % 256) < int(256 * trained_fraction)) & (positions > 0)  # B T
   opt = optax.adamw(1e-5, weight_decay=0.1)
   state = opt.init(params)
 
   def loss_fn(p):
-    logp = logprobs_lib.sequence_logprobs(cfg, p, tokens, positions, chunk_size=chunk)
-    return -jnp.mean(logp[:, 1:])
+    logp = logprobs_lib.sequence_logprobs(cfg, p, tokens, positions, chunk_size=chunk, where=where)
+    trained = jnp.ones_like(logp, bool).at[:, 0].set(False) if where is None else where
+    return -jnp.sum(jnp.where(trained, logp, 0.0)) / jnp.sum(trained)
 
   @jax.jit
   def step(p, s):
@@ -55,7 +66,8 @@ def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array,
 
 
 def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
-        peak: float, train_attention_block: int | None = None, no_grad_layers: int = 0) -> dict:
+        peak: float, train_attention_block: int | None = None, no_grad_layers: int = 0,
+        trained_fraction: float = 1.0) -> dict:
   cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant,
                                 no_grad_layers=no_grad_layers)
   if train_attention_block is not None:
@@ -63,10 +75,11 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
   tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
   init = jax.jit(transformer.Transformer(cfg).init)
   params = nn.unbox(init(jax.random.PRNGKey(0), tokens[:1, :8], tokens[:1, :8])["params"])
-  seconds = report.time_call(step_call(cfg, params, tokens, chunk), repeats)
+  seconds = report.time_call(step_call(cfg, params, tokens, chunk, trained_fraction), repeats)
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
           "train_attention_block": cfg.train_attention_block, "no_grad_layers": no_grad_layers,
+          "trained_fraction": trained_fraction,
           "params_M": cfg.num_params / 1e6,
           "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
@@ -86,6 +99,9 @@ def main() -> None:
   parser.add_argument("--no_grad_layers", type=int, nargs="+", default=[0],
                       help="lowest layers without gradient (ModelConfig.no_grad_layers), one row "
                       "per value")
+  parser.add_argument("--trained_fraction", type=float, nargs="+", default=[1.0],
+                      help="share of each row's tokens in the loss (the head runs on them only), "
+                      "one row per value")
   parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
@@ -93,7 +109,8 @@ def main() -> None:
   peak = flops.matmul_peak_flops(args.dtype, args.peak_size)
   print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
   rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak,
-              args.train_attention_block, k) for q in args.quant for k in args.no_grad_layers]
+              args.train_attention_block, k, f)
+          for q in args.quant for k in args.no_grad_layers for f in args.trained_fraction]
   report.print_table(f"train step ({jax.default_backend()})", rows)
   report.write_json(args.out or f"bench/results/train_step_{jax.default_backend()}.json",
                     {"peak_flops": peak, "rows": rows})

@@ -18,7 +18,7 @@ Array = jax.Array
 
 
 def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, temperature: float = 1.0,
-                     chunk_size: int = 512) -> tuple[Array, Array]:
+                     chunk_size: int = 512, where: Array | None = None) -> tuple[Array, Array]:
   """log_softmax(hidden @ head / temperature)[targets] and the entropy, chunk by chunk.
 
   Args:
@@ -27,19 +27,36 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
     targets: [B T] int32 ids whose log-probabilities are wanted.
     temperature: logits are divided by it (the sampler uses the same definition).
     chunk_size: tokens per chunk, counted over all B T positions (padded up to a multiple).
+    where: optional [B T] bool, the positions whose outputs are used. They are gathered, in
+      order, into the first chunks and the chunks past them are skipped, forward and backward,
+      so the head costs what the wanted tokens cost (a trained row's assistant tokens are a
+      quarter of it); the other positions come back 0 with no gradient.
 
   Returns:
     (logprobs [B T] float32, entropy [B T] float32).
   """
   b, t, d = hidden.shape
-  chunk = min(chunk_size, b * t)
-  pad = (-b * t) % chunk
-  hidden = jnp.pad(hidden.reshape(b * t, d), ((0, pad), (0, 0))).reshape(-1, chunk, d)  # N C D
-  targets = jnp.pad(targets.reshape(b * t), (0, pad)).reshape(-1, chunk)  # N C
+  n = b * t
+  hidden, targets = hidden.reshape(n, d), targets.reshape(n)
+  if where is not None:
+    wanted = where.reshape(n)
+    order = jnp.argsort(jnp.logical_not(wanted), stable=True)  # wanted positions first
+    hidden, targets = hidden[order], targets[order]
+  chunk = min(chunk_size, n)
+  pad = (-n) % chunk
+  hidden = jnp.pad(hidden, ((0, pad), (0, 0))).reshape(-1, chunk, d)  # N C D
+  targets = jnp.pad(targets, (0, pad)).reshape(-1, chunk)  # N C
+  starts = jnp.arange(hidden.shape[0]) * chunk  # N
+  active = starts < (n if where is None else jnp.sum(wanted))
   kernel, embed_axis = head
-  chosen, entropy = _head_logprobs(hidden, kernel, targets, embed_axis, temperature)  # N C
-  unchunk = lambda x: x.reshape(-1)[:b * t].reshape(b, t)
-  return unchunk(chosen), unchunk(entropy)
+  chosen, entropy = _head_logprobs(hidden, kernel, targets, active, embed_axis,
+                                   temperature)  # N C
+  chosen, entropy = chosen.reshape(-1)[:n], entropy.reshape(-1)[:n]
+  if where is not None:
+    unsort = jnp.argsort(order)
+    chosen = jnp.where(wanted, chosen[unsort], 0.0)
+    entropy = jnp.where(wanted, entropy[unsort], 0.0)
+  return chosen.reshape(b, t), entropy.reshape(b, t)
 
 
 # The head's backward is written out rather than left to autodiff: per chunk it recomputes the
@@ -55,31 +72,36 @@ def _chunk_forward(h: Array, kernel: Array, embed_axis: int, temperature: float)
   return logp, -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _head_logprobs(hidden: Array, kernel: Array, targets: Array, embed_axis: int,
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _head_logprobs(hidden: Array, kernel: Array, targets: Array, active: Array, embed_axis: int,
                    temperature: float) -> tuple[Array, Array]:
-  """hidden [N C D], targets [N C] -> (logprobs, entropy) [N C], one chunk at a time."""
+  """hidden [N C D], targets [N C], active [N] -> (logprobs, entropy) [N C], one chunk at a time;
+  an inactive chunk is skipped and gives zeros."""
 
   def one_chunk(xs):
-    h, y = xs
-    logp, entropy = _chunk_forward(h, kernel, embed_axis, temperature)
-    return jnp.take_along_axis(logp, y[:, None], axis=-1)[:, 0], entropy
+    h, y, on = xs
 
-  return jax.lax.map(one_chunk, (hidden, targets))
+    def compute():
+      logp, entropy = _chunk_forward(h, kernel, embed_axis, temperature)
+      return jnp.take_along_axis(logp, y[:, None], axis=-1)[:, 0], entropy
+
+    zeros = lambda: (jnp.zeros(y.shape, jnp.float32), jnp.zeros(y.shape, jnp.float32))
+    return jax.lax.cond(on, compute, zeros)
+
+  return jax.lax.map(one_chunk, (hidden, targets, active))
 
 
-def _head_logprobs_fwd(hidden, kernel, targets, embed_axis, temperature):
-  chosen, entropy = _head_logprobs(hidden, kernel, targets, embed_axis, temperature)
-  return (chosen, entropy), (hidden, kernel, targets, entropy)
+def _head_logprobs_fwd(hidden, kernel, targets, active, embed_axis, temperature):
+  chosen, entropy = _head_logprobs(hidden, kernel, targets, active, embed_axis, temperature)
+  return (chosen, entropy), (hidden, kernel, targets, active, entropy)
 
 
 def _head_logprobs_bwd(embed_axis, temperature, residuals, cotangents):
   """d logp_y / d logits = onehot(y) - p; d entropy / d logits = -p (logp + entropy)."""
-  hidden, kernel, targets, entropy = residuals
+  hidden, kernel, targets, active, entropy = residuals
   d_chosen, d_entropy = cotangents  # N C each
 
-  def one_chunk(d_kernel_t, xs):
-    h, y, ent, dc, de = xs
+  def chunk_grads(d_kernel_t, h, y, ent, dc, de):
     logp, _ = _chunk_forward(h, kernel, embed_axis, temperature)  # C V
     vocab = jax.lax.broadcasted_iota(jnp.int32, logp.shape, 1)
     d_logits = (jnp.where(vocab == y[:, None], dc[:, None], 0.0)
@@ -93,11 +115,17 @@ def _head_logprobs_bwd(embed_axis, temperature, residuals, cotangents):
     d_kernel_t = d_kernel_t + jnp.dot(h_t, d_logits, preferred_element_type=jnp.float32)  # D V
     return d_kernel_t, d_h
 
+  def one_chunk(d_kernel_t, xs):
+    h, y, on, ent, dc, de = xs
+    skip = lambda d_kernel_t, h, *_: (d_kernel_t, jnp.zeros_like(h))
+    return jax.lax.cond(on, chunk_grads, skip, d_kernel_t, h, y, ent, dc, de)
+
   d, v = hidden.shape[-1], kernel.shape[1 - embed_axis]
   d_kernel_t, d_hidden = jax.lax.scan(
-      one_chunk, jnp.zeros((d, v), jnp.float32), (hidden, targets, entropy, d_chosen, d_entropy))
+      one_chunk, jnp.zeros((d, v), jnp.float32),
+      (hidden, targets, active, entropy, d_chosen, d_entropy))
   d_kernel = d_kernel_t.T if embed_axis == 1 else d_kernel_t
-  return d_hidden.astype(hidden.dtype), d_kernel.astype(kernel.dtype), None
+  return d_hidden.astype(hidden.dtype), d_kernel.astype(kernel.dtype), None, None
 
 
 _head_logprobs.defvjp(_head_logprobs_fwd, _head_logprobs_bwd)
@@ -117,29 +145,34 @@ def shift_to_targets(x: Array, tokens: Array, segment_ids: Array | None = None) 
 
 def logprobs_from_hidden(cfg: ModelConfig, params: dict, hidden: Array, tokens: Array,
                          segment_ids: Array | None = None, temperature: float = 1.0,
-                         chunk_size: int = 512) -> tuple[Array, Array]:
+                         chunk_size: int = 512,
+                         where: Array | None = None) -> tuple[Array, Array]:
   """(logprobs [B T], entropy [B T]) of tokens from the model's final hidden states [B T D].
 
   For callers that read the hidden states for something else too (a value head): one forward.
+  `where` [B T] (optional): the tokens whose outputs are used (the others get 0 and cost no
+  head compute; see `chunked_logprobs`).
   """
   head = transformer.head_kernel(params, cfg)
-  logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature,
-                                   chunk_size)  # B T-1
+  logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature, chunk_size,
+                                   None if where is None else where[:, 1:])  # B T-1
   return (shift_to_targets(logp, tokens, segment_ids),
           shift_to_targets(entropy, tokens, segment_ids))
 
 
 def sequence_logprobs(cfg: ModelConfig, params: dict, tokens: Array, positions: Array,
                       segment_ids: Array | None = None, temperature: float = 1.0,
-                      chunk_size: int = 512, return_entropy: bool = False):
+                      chunk_size: int = 512, return_entropy: bool = False,
+                      where: Array | None = None):
   """logprobs [B T] of tokens[:, t] given tokens[:, :t]; entry 0 of each row is 0.
 
   With segment ids, the first token of each packed segment also gets 0 (nothing precedes it).
-  With `return_entropy`, returns (logprobs, entropy [B T]) with the same zeros.
+  With `return_entropy`, returns (logprobs, entropy [B T]) with the same zeros. With `where`
+  [B T], only those tokens' outputs are formed (0 elsewhere).
   """
   model = transformer.Transformer(cfg)
   hidden, _ = model.apply({"params": params}, tokens, positions, segment_ids=segment_ids,
                           return_hidden=True)  # B T D
   logp, entropy = logprobs_from_hidden(cfg, params, hidden, tokens, segment_ids, temperature,
-                                       chunk_size)
+                                       chunk_size, where)
   return (logp, entropy) if return_entropy else logp

@@ -85,13 +85,15 @@ def make_optimizer(learning_rate: float | optax.Schedule = 5e-6, weight_decay: f
 
 def token_logprobs(model_cfg: ModelConfig, params: Any, batch: PackedBatch,
                    temperature: float = 1.0, chunk_size: int = 512) -> tuple[Array, Array]:
-  """(logprobs [B T], entropy [B T]) of each token given its segment's prefix.
+  """(logprobs [B T], entropy [B T]) of each trained token given its segment's prefix.
 
-  Position t holds log pi(tokens[t] | tokens[:t]) and the entropy of that distribution; the
-  first token of every packed segment has nothing before it and gets 0 in both.
+  Where `batch.loss_mask` is set, position t holds log pi(tokens[t] | tokens[:t]) and the
+  entropy of that distribution; elsewhere both are 0 (the head is applied to trained tokens
+  only: every use of these arrays is masked by the loss mask).
   """
   return sequence_logprobs(model_cfg, params, batch.tokens, batch.positions, batch.segment_ids,
-                           temperature, chunk_size, return_entropy=True)
+                           temperature, chunk_size, return_entropy=True,
+                           where=batch.loss_mask > 0)
 
 
 @functools.partial(jax.jit, static_argnames=("model_cfg", "field", "temperature", "chunk_size"))

@@ -82,14 +82,16 @@ def logprobs_and_values(model_cfg: ModelConfig, params: Mapping[str, Any], batch
   """(logprobs, entropy, values), each [B T], from one forward of the actor-critic.
 
   values[t] is the critic's value of the prefix tokens[:t], the state token t was sampled in,
-  so it lines up with logprobs[t] (0 where a segment starts).
+  so it lines up with logprobs[t] (0 where a segment starts). Logprobs and entropy are formed
+  on the trained tokens only (0 where `batch.loss_mask` is 0).
   """
   policy = params[POLICY]
   hidden, _ = transformer.Transformer(model_cfg).apply(
       {"params": policy}, batch.tokens, batch.positions, segment_ids=batch.segment_ids,
       return_hidden=True)  # B T D
   logp, entropy = logprobs_from_hidden(model_cfg, policy, hidden, batch.tokens,
-                                       batch.segment_ids, temperature, chunk_size)
+                                       batch.segment_ids, temperature, chunk_size,
+                                       where=batch.loss_mask > 0)
   values = ValueHead().apply({"params": params[VALUE_HEAD]}, hidden[:, :-1])  # B T-1
   return logp, entropy, shift_to_targets(values, batch.tokens, batch.segment_ids)
 

@@ -16,15 +16,23 @@ def _one_shot(hidden, head, targets, temperature):
   return chosen, -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
+B, T, D, V = 3, 7, 16, 40
+
+
+def _inputs(embed_axis: int, seed: int):
+  """hidden [B T D], kernel, targets [B T], and arbitrary weights [B T] on both outputs (so the
+  gradient of each term shows)."""
+  keys = jax.random.split(jax.random.PRNGKey(seed), 5)
+  hidden = jax.random.normal(keys[0], (B, T, D))
+  kernel = jax.random.normal(keys[1], (V, D) if embed_axis == 1 else (D, V))
+  targets = jax.random.randint(keys[2], (B, T), 0, V)
+  return (hidden, kernel, targets, jax.random.normal(keys[3], (B, T)),
+          jax.random.normal(keys[4], (B, T)))
+
+
 @pytest.mark.parametrize("embed_axis", [1, 0])  # tied [V D] embedding, untied [D V] kernel
 def test_chunked_logprobs_and_their_gradients_match_the_one_shot_form(embed_axis):
-  b, t, d, v = 3, 7, 16, 40
-  keys = jax.random.split(jax.random.PRNGKey(0), 5)
-  hidden = jax.random.normal(keys[0], (b, t, d))
-  kernel = jax.random.normal(keys[1], (v, d) if embed_axis == 1 else (d, v))
-  targets = jax.random.randint(keys[2], (b, t), 0, v)
-  # Arbitrary weights on both outputs, so the gradient of each term shows.
-  w_chosen, w_entropy = jax.random.normal(keys[3], (b, t)), jax.random.normal(keys[4], (b, t))
+  hidden, kernel, targets, w_chosen, w_entropy = _inputs(embed_axis, seed=0)
 
   def loss(fn, hidden, kernel):
     chosen, entropy = fn(hidden, (kernel, embed_axis), targets, 0.7)
@@ -40,3 +48,28 @@ def test_chunked_logprobs_and_their_gradients_match_the_one_shot_form(embed_axis
   for g, w in zip(got, want):
     assert g.shape == w.shape
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("embed_axis", [1, 0])
+def test_wanted_positions_only_equal_the_one_shot_form_there_and_zero_elsewhere(embed_axis):
+  hidden, kernel, targets, w_chosen, w_entropy = _inputs(embed_axis, seed=1)
+  # 8 of 21 positions wanted, scattered over the rows: with 5 tokens per chunk, 2 of 5 chunks run.
+  where = jax.random.permutation(jax.random.PRNGKey(2), jnp.arange(B * T) < 8).reshape(B, T)
+  head = (kernel, embed_axis)
+
+  def loss(fn, hidden, kernel):
+    chosen, entropy = fn(hidden, (kernel, embed_axis))
+    return jnp.sum(jnp.where(where, w_chosen * chosen + w_entropy * entropy, 0.0))
+
+  masked = lambda h, hd: logprobs.chunked_logprobs(h, hd, targets, 0.7, chunk_size=5, where=where)
+  full = lambda h, hd: _one_shot(h, hd, targets, 0.7)
+  for got, want in zip(masked(hidden, head), full(hidden, head)):
+    np.testing.assert_allclose(got, jnp.where(where, want, 0.0), rtol=1e-5, atol=1e-5)
+  got = jax.grad(lambda h, k: loss(masked, h, k), argnums=(0, 1))(hidden, kernel)
+  want = jax.grad(lambda h, k: loss(full, h, k), argnums=(0, 1))(hidden, kernel)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+  # Nothing wanted: no chunk runs, every output and gradient is 0.
+  none = jnp.zeros((B, T), bool)
+  chosen, entropy = logprobs.chunked_logprobs(hidden, head, targets, chunk_size=5, where=none)
+  assert not np.any(chosen) and not np.any(entropy)

@@ -46,19 +46,20 @@ def first_rows(batch):
   return jax.tree.map(lambda x: x[:B // 2], batch)
 
 
-def test_fill_logprobs_matches_the_model_and_entropy_is_aligned(tiny_model, packed):
+def test_fill_logprobs_matches_the_model_on_trained_tokens_and_entropy_is_aligned(tiny_model,
+                                                                                   packed):
   cfg, params = tiny_model
   filled = learner.fill_logprobs(cfg, params, packed)
   expected = jax.jit(sequence_logprobs, static_argnums=0)(
       cfg, params, packed.tokens, packed.positions, packed.segment_ids)
-  np.testing.assert_allclose(filled.old_logprobs, expected, atol=1e-5)
+  trained = np.asarray(packed.loss_mask) > 0
+  assert 0 < trained.sum() < trained.size
+  np.testing.assert_allclose(filled.old_logprobs, np.where(trained, expected, 0.0), atol=1e-5)
   np.testing.assert_allclose(filled.ref_logprobs, packed.ref_logprobs)  # untouched field
   _, entropy = jax.jit(learner.token_logprobs, static_argnums=0)(cfg, params, packed)
-  real = np.asarray(packed.segment_ids) > 0
-  starts = (np.asarray(packed.positions) == 0) & real
-  assert not np.asarray(entropy)[starts].any()
+  assert not np.asarray(entropy)[~trained].any()
   # A random tiny model is close to uniform over its 256 tokens.
-  inside = np.asarray(entropy)[~starts & real]
+  inside = np.asarray(entropy)[trained]
   assert 0.9 * np.log(cfg.vocab_size) < inside.min() <= inside.max() <= np.log(cfg.vocab_size)
   with pytest.raises(ValueError, match="field='rollout_logprobs'"):
     learner.fill_logprobs(cfg, params, packed, field="rollout_logprobs")
