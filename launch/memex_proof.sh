@@ -12,16 +12,19 @@
 # train split only. On the GPU machine (SCALE=gpu) it first installs the carried wheels and
 # SmolLM2's weights (launch/device_env.sh). PYTHON (default python3) runs every step; each
 # stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
-# REPORT_DIR (default results/memex_<scale>) receives the report; on the CPU, EVAL_GAMES (40),
-# EVAL_SPLITS ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12) size the evaluations
-# and SFT_MINUTES (40) the SFT's time budget; COMPRESS_WEIGHT (1) weighs the CompressExperience
-# turns in the SFT loss (config.compress_weight).
+# REPORT_DIR (default results/memex_<scale>) receives the report. TRAIN_GAMES and DEMOS size
+# the demonstration set (CPU 24 and 40, GPU 512 and 512), SFT_LR sets the SFT's learning rate
+# (default memex_sft's); on the CPU, EVAL_GAMES (40), EVAL_SPLITS
+# ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12; 0 skips that stage) size the
+# evaluations and SFT_MINUTES (40) the SFT's time budget; COMPRESS_WEIGHT (1) weighs the
+# CompressExperience turns in the SFT loss (config.compress_weight).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
 RUN_COMMAND="SCALE=${SCALE}"
-for name in RL_ITERATIONS SFT_MINUTES COMPRESS_WEIGHT EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES; do
+for name in TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES COMPRESS_WEIGHT EVAL_GAMES \
+    EVAL_SPLITS ZERO_SHOT_GAMES; do
   if [ -n "${!name+set}" ]; then RUN_COMMAND+=" ${name}=\"${!name}\""; fi
 done
 WORK="${1:-/tmp/memex_proof}"
@@ -32,7 +35,7 @@ export PYTHONUNBUFFERED=1
 if [ "${SCALE}" = gpu ]; then
   source launch/device_env.sh
   VARIANT=":gpu"
-  TRAIN_GAMES=512; DEMOS=512; THRESHOLD=2048; WINDOW=8192; PROMPT=full
+  TRAIN_GAMES="${TRAIN_GAMES:-512}"; DEMOS="${DEMOS:-512}"; THRESHOLD=2048; WINDOW=8192; PROMPT=full
   RL_ITERATIONS="${RL_ITERATIONS:-3}"
   SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
        --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes=4)
@@ -45,7 +48,7 @@ elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
   # Sized for 60-90 minutes on 2 cores; the reasons are in results/memex_cpu/README.md.
   # The compact system prompt (~0.5K tokens, not ~1K) is in every trained segment.
-  TRAIN_GAMES=24; DEMOS=40; THRESHOLD=1024; WINDOW=2304; PROMPT=compact
+  TRAIN_GAMES="${TRAIN_GAMES:-24}"; DEMOS="${DEMOS:-40}"; THRESHOLD=1024; WINDOW=2304; PROMPT=compact
   RL_ITERATIONS="${RL_ITERATIONS:-1}"
   # SFT trains the top 10 of SmolLM2's 30 layers (and the tied embedding through the head): no
   # backward through the lower 20 halves a step's cost, so the budget covers twice the rows.
@@ -63,6 +66,7 @@ elif [ "${SCALE}" = cpu ]; then
 else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
+if [ -n "${SFT_LR:-}" ]; then SFT+=(--config.optim.learning_rate="${SFT_LR}"); fi
 AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}"
         --config.agent.prompt_style="${PROMPT}")
 EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config.regimes=('memex',)"
@@ -83,9 +87,11 @@ stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "ex
   "${SFT[@]}"
 stage eval_sft "${WORK}/eval_sft/evaluation.json" "${PYTHON}" -m experiments.evaluate --config "experiments/configs/evaluate.py${VARIANT}" \
   --config.checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/eval_sft" "${EVAL[@]}"
+if [ "${ZERO_SHOT_GAMES:-12}" -gt 0 ]; then
 stage eval_zero_shot "${WORK}/eval_zero_shot/evaluation.json" "${PYTHON}" -m experiments.evaluate \
   --config "experiments/configs/evaluate.py${VARIANT}" --config.checkpoint= \
   --config.workdir="${WORK}/eval_zero_shot" "${EVAL[@]}" "${ZERO_SHOT[@]}"
+fi
 if [ "${RL_ITERATIONS}" -gt 0 ]; then
 stage rl "${WORK}/rl/params" "${PYTHON}" -m experiments.memex_grpo --config "experiments/configs/memex_grpo.py${VARIANT}" \
   --config.init_checkpoint="${WORK}/sft/params" --config.workdir="${WORK}/rl" \
