@@ -40,8 +40,8 @@ def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array, chunk: int,
 
   With `trained_fraction` < 1 the loss covers that share of each row's tokens, as a run at the
   start of every 256 (as assistant turns lie in a demonstration), and the head is formed on
-  them only. Every call
-  starts from the same params and optimizer state, so each does identical work.
+  them only. Every call starts from the same params and optimizer state, so each does identical
+  work.
   """
   batch, seq = tokens.shape
   positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))

@@ -52,7 +52,8 @@ elif [ "${SCALE}" = cpu ]; then
   RL_ITERATIONS="${RL_ITERATIONS:-1}"
   # SFT trains the top 10 of SmolLM2's 30 layers (and the tied embedding through the head): no
   # backward through the lower 20 halves a step's cost, so the budget covers twice the rows.
-  # A held-out measurement (2 demonstrations, ~5 rows forward) costs about two steps: every 20.
+  # Held-out loss every 20 steps: one measurement took ~70 s, about four steps, in the sixth
+  # run (11 held-out segments; results/memex_cpu/README.md).
   SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
        --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
        --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
