@@ -69,7 +69,7 @@ def test_wanted_positions_only_equal_the_one_shot_form_there_and_zero_elsewhere(
   want = jax.grad(lambda h, k: loss(full, h, k), argnums=(0, 1))(hidden, kernel)
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-  # Nothing wanted: no chunk runs, every output and gradient is 0.
+  # Nothing wanted: no chunk runs and every output is 0.
   none = jnp.zeros((B, T), bool)
   chosen, entropy = logprobs.chunked_logprobs(hidden, head, targets, chunk_size=5, where=none)
   assert not np.any(chosen) and not np.any(entropy)
