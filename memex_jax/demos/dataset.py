@@ -239,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
   parser.add_argument("--prompt-style", default="full", choices=("full", "compact"),
                       help="the system prompt's form (AgentConfig.prompt_style)")
+  parser.add_argument("--max-turn-tokens", type=int, default=512,
+                      help="cap on one turn, the evaluated agent's: a longer CompressExperience "
+                      "turn falls back to brief notes, or fails the demonstration")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
                       "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
@@ -248,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> None:
            search_prior.estimate(game_folders))
   config = alfworld.DemonstrationConfig(
       agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold,
-                             prompt_style=args.prompt_style),
+                             prompt_style=args.prompt_style,
+                             max_turn_tokens=args.max_turn_tokens),
       prior=prior)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)

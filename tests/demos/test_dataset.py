@@ -14,6 +14,7 @@ from memex_jax.agent import (EpisodeSpec, ScriptedPolicy, build_system_prompt, p
 from memex_jax.demos import dataset as dataset_lib
 from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.envs.alfworld.env import LISTING
 
 NUM = 4
 THRESHOLD = 512
@@ -142,9 +143,11 @@ def test_demonstrations_compress_with_both_block_kinds_and_use_what_they_read(da
     content = record["memory"][block["index"]]["content"]
     if "db_content" in block:
       assert content == block["db_content"]
-    else:  # Verbatim from the working context, and holding exact ids.
-      assert content in first and content.startswith(block["start_anchor"])
-      assert re.search(r"\b[a-z]+ \d+\b", content)
+    else:  # The look listing, verbatim, anchored in its one fixed form.
+      listed = re.findall(r"\ban? ([a-z]+ \d+)", content)
+      assert content in first and len(listed) > 1
+      assert ([block[k] for k in ("start_anchor", "mid_anchor", "end_anchor")] ==
+              [LISTING, listed[0], f"{listed[-1]}."])
   # The progress state names types; the receptacle ids stay in the archive.
   receptacles = re.findall(r"\ban? ([a-z]+ \d+)", record["memory"]["room_listing"]["content"])
   assert receptacles and not any(r in compress.arguments["summary"] for r in receptacles)
@@ -206,16 +209,19 @@ def test_appworld_demonstrations_in_the_same_format(worlds, tmp_path):
     assert all(json.loads(line)["metrics"]["success"] for line in f)
 
 
-def test_cli_records_demonstrations_under_the_compact_prompt(small_root, search_prior, tmp_path):
+def test_cli_records_demonstrations_under_the_compact_prompt_and_turn_cap(small_root, search_prior,
+                                                                         tmp_path):
   prior = str(tmp_path / "search_prior.json")
   search_prior.save(prior)
   out = str(tmp_path / "demos")
   with contextlib.redirect_stdout(io.StringIO()):
     dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
                       "--workers", "1", "--shards", "1", "--prior", prior,
-                      "--prompt-style", "compact"])
+                      "--prompt-style", "compact", "--max-turn-tokens", "300"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
-    assert json.load(f)["agent"]["prompt_style"] == "compact"
+    summary = json.load(f)
+  assert summary["agent"]["prompt_style"] == "compact"
+  assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]
   agent = smollm2_alfworld(prompt_style="compact")

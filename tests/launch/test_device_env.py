@@ -1,5 +1,6 @@
-"""launch/device_env.sh: the carried wheels, and one split over two carries, install and import."""
+"""launch/device_env.sh: the carried wheels install; a wheel split over two carries, once whole."""
 
+import hashlib
 import os
 import pathlib
 import shutil
@@ -30,7 +31,7 @@ def _source(repo: pathlib.Path, then: str) -> subprocess.CompletedProcess:
                         env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_joins_the_split_wheel_and_installs_everything(tmp_path):
+def test_joins_the_split_wheel_once_every_part_is_there(tmp_path):
   (tmp_path / "launch").mkdir()
   shutil.copy(SCRIPT, tmp_path / "launch")
   missing = _source(tmp_path, "true")
@@ -40,12 +41,20 @@ def test_joins_the_split_wheel_and_installs_everything(tmp_path):
   payload = os.urandom(300_000)  # incompressible, so the wheel really spans both parts
   big = _wheel(tmp_path, "carried_big", payload)
   data = big.read_bytes()
-  for part, (folder, chunk) in enumerate([("a", data[:len(data) // 2]),
-                                          ("b", data[len(data) // 2:])]):
-    (tmp_path / ".weights" / folder).mkdir(parents=True)
-    (tmp_path / ".weights" / folder / f"{big.name}.part-a{'ab'[part]}").write_bytes(chunk)
-  done = _source(tmp_path, f"{sys.executable} -c 'import carried_small, carried_big, pathlib; "
-                 "print(carried_small.VALUE, pathlib.Path(carried_big.__file__).parent.joinpath("
-                 "\"data.bin\").stat().st_size)'")
+  imports = (f"{sys.executable} -c 'import carried_small, pathlib, importlib.util as u; "
+             "print(carried_small.VALUE, u.find_spec(\"carried_big\") and pathlib.Path("
+             "u.find_spec(\"carried_big\").origin).parent.joinpath(\"data.bin\").stat().st_size)'")
+  # The first call carries part a only: the small wheels install, the weights wait.
+  (tmp_path / ".weights" / "a").mkdir(parents=True)
+  (tmp_path / ".weights" / "a" / f"{big.name}.part-aa").write_bytes(data[:len(data) // 2])
+  first = _source(tmp_path, imports)
+  assert first.returncode == 0, first.stderr
+  assert first.stdout.split() == ["carried_small", "None"]
+  assert "not all here yet" in first.stderr
+  # The second call brings the rest and the whole wheel's digest.
+  (tmp_path / ".weights" / "b").mkdir()
+  (tmp_path / ".weights" / "b" / f"{big.name}.part-ab").write_bytes(data[len(data) // 2:])
+  (tmp_path / ".weights" / "b" / "SHA256").write_text(hashlib.sha256(data).hexdigest() + "\n")
+  done = _source(tmp_path, imports)
   assert done.returncode == 0, done.stderr
   assert done.stdout.split() == ["carried_small", str(len(payload))]
