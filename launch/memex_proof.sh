@@ -39,7 +39,8 @@ if [ "${SCALE}" = gpu ]; then
   TRAIN_GAMES="${TRAIN_GAMES:-512}"; DEMOS="${DEMOS:-512}"; THRESHOLD=2048; WINDOW=8192; PROMPT=full
   RL_ITERATIONS="${RL_ITERATIONS:-3}"
   SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
-       --config.heldout.one_in=16 --config.heldout.every=25 --config.max_minutes="${SFT_MINUTES:-4}")
+       --config.heldout.one_in=16 --config.heldout.every=25
+       --config.max_minutes="${SFT_MINUTES:-4}")
   TURN_TOKENS=512
   AGENT=(--config.agent.max_steps=40)
   RL=(--config.rollout.prompts_per_iteration=16

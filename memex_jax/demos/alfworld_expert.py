@@ -11,9 +11,9 @@ search going on, and never a revisit.
 Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
 is archived verbatim by anchors in one fixed form (the listing phrase, the first and the last
 receptacle), a note of every receptacle's contents and of the actions done is written explicitly
-(db_content), and the progress state keeps types, not ids. When the next action needs an id the working context no
-longer shows, it calls ReadExperience on the smallest block holding it, and the action then uses
-what it read.
+(db_content), and the progress state keeps types, not ids. When the next action needs an id the
+working context no longer shows, it calls ReadExperience on the smallest block holding it, and
+the action then uses what it read.
 
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
@@ -358,7 +358,7 @@ class Demonstrator:
     index = self._new_index(f"notes_{self._segment}")
     for brief in (False, True):  # Brief notes name only what the task needs.
       notes = self._notes(current, brief)
-      turn = _call(f"The working context is over the threshold: I archive "
+      turn = _call("The working context is over the threshold: I archive "
                    f"{'the listing and ' if blocks else ''}my notes of what I saw and did, and "
                    "keep a short plan.", COMPRESS, summary=summary,
                    db_blocks=blocks + [{"index": index, "description": "receptacle contents "
