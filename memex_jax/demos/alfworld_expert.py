@@ -205,7 +205,7 @@ class Demonstrator:
   def _acquire(self, op: str, planned: str) -> None:
     """Takes (or uses) a seen thing of the planned one's kind, else searches one more place."""
     kind = kind_of(planned)
-    seen = [t for t, r in self._where.items() if kind_of(t) == kind and t not in self._taken]
+    seen = self._untaken(kind)
     if seen:
       thing = min(seen, key=lambda t: self._where[t] != self._location)
       host = self._where[thing]
@@ -224,6 +224,10 @@ class Demonstrator:
     self._searching = kind
     self._visit = max(unsearched, key=lambda r: self._likelihood(kind, r))  # First of ties.
     self._queue.append(f"go to {self._visit}")
+
+  def _untaken(self, kind: str) -> list[str]:
+    """Things of this kind seen somewhere and not taken yet."""
+    return [t for t in self._where if kind_of(t) == kind and t not in self._taken]
 
   def _likelihood(self, kind: str, receptacle: str) -> float:
     """The chance that this receptacle holds the kind: its type's, shared by the room's others."""
@@ -344,8 +348,7 @@ class Demonstrator:
     remaining = [_abstract(c) for c in self._queue]
     if self._searching:  # A search that just saw its kind goes on to take (or use) it.
       kind, op = self._searching, self._steps[self._step_at][0]
-      seen = any(kind_of(t) == kind and t not in self._taken for t in self._where)
-      remaining.append(f"{op} the {kind} I found" if seen else
+      remaining.append(f"{op} the {kind} I found" if self._untaken(kind) else
                        f"search the likeliest unsearched places for a {kind}")
     remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else _abstract(arg)
                   for op, arg in self._steps[self._step_at + bool(self._searching):]]

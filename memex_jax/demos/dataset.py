@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help="compression threshold tau (2048 for SmolLM2's 8K window)")
   parser.add_argument("--prompt-style", default="full", choices=("full", "compact"),
                       help="the system prompt's form (AgentConfig.prompt_style)")
-  parser.add_argument("--max-turn-tokens", type=int, default=512,
+  parser.add_argument("--max-turn-tokens", type=int, default=smollm2_alfworld().max_turn_tokens,
                       help="cap on one turn, the evaluated agent's: a longer CompressExperience "
                       "turn falls back to brief notes, or fails the demonstration")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
