@@ -1,4 +1,5 @@
-"""launch/device_env.sh: the carried wheels install; a wheel split over two carries, once whole."""
+"""launch/device_env.sh: the carried wheels install; a wheel split over two carries, once whole;
+a corrupt carry stops with an error."""
 
 import hashlib
 import os
@@ -58,3 +59,8 @@ def test_joins_the_split_wheel_once_every_part_is_there(tmp_path):
   done = _source(tmp_path, imports)
   assert done.returncode == 0, done.stderr
   assert done.stdout.split() == ["carried_small", str(len(payload))]
+  # A part changed in transit: the digest check stops the script.
+  (tmp_path / ".weights" / "b" / f"{big.name}.part-ab").write_bytes(b"x" + data[len(data) // 2:])
+  corrupt = _source(tmp_path, imports)
+  assert corrupt.returncode == 2 and "do not match .weights/b/SHA256" in corrupt.stderr
+  assert corrupt.stdout == ""
