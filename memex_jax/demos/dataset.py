@@ -234,12 +234,13 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                       help="processes, one engine each")
   parser.add_argument("--shards", type=int, default=4)
-  parser.add_argument("--context-window", type=int, default=8192)
-  parser.add_argument("--threshold", type=int, default=2048,
-                      help="compression threshold tau (2048 for SmolLM2's 8K window)")
-  parser.add_argument("--prompt-style", default="full", choices=("full", "compact"),
+  preset = smollm2_alfworld()
+  parser.add_argument("--context-window", type=int, default=preset.context_window)
+  parser.add_argument("--threshold", type=int, default=preset.threshold,
+                      help="compression threshold tau (default: the SmolLM2 preset's)")
+  parser.add_argument("--prompt-style", default=preset.prompt_style, choices=("full", "compact"),
                       help="the system prompt's form (AgentConfig.prompt_style)")
-  parser.add_argument("--max-turn-tokens", type=int, default=smollm2_alfworld().max_turn_tokens,
+  parser.add_argument("--max-turn-tokens", type=int, default=preset.max_turn_tokens,
                       help="cap on one turn, the evaluated agent's: a longer CompressExperience "
                       "turn falls back to brief notes, or fails the demonstration")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
