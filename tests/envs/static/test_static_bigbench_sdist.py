@@ -12,13 +12,13 @@ def test_unknown_task_is_refused():
     bigbench_sdist.bigbench_task_json("arithmetic")
 
 
-def test_cached_task_files_parse():
+def test_cached_task_files_parse(bigbench_files):
   specs = bigbench_sdist.bigbench_task_json("logical_deduction")  # Fetches once if needed.
   assert [s["name"] for s in specs] == ["three_objects", "five_objects", "seven_objects"]
   assert all(s["preferred_score"] == "multiple_choice_grade" for s in specs)
 
 
-def test_corrupt_cached_file_names_itself(tmp_path):
+def test_corrupt_cached_file_names_itself(tmp_path, bigbench_files):
   bigbench_sdist.bigbench_task_json("object_counting")
   source = bigbench_sdist.default_cache_dir() / f"bigbench-{bigbench_sdist.BIGBENCH_VERSION}"
   shutil.copytree(source, tmp_path / source.name)
@@ -29,7 +29,7 @@ def test_corrupt_cached_file_names_itself(tmp_path):
 
 
 @pytest.mark.slow
-def test_fresh_cache_downloads_the_sdist_and_keeps_only_task_files(tmp_path):
+def test_fresh_cache_downloads_the_sdist_and_keeps_only_task_files(tmp_path, bigbench_files):
   specs = bigbench_sdist.bigbench_task_json("strategyqa", cache_dir=tmp_path)
   assert len(specs[0]["examples"]) == 2290
   root = tmp_path / f"bigbench-{bigbench_sdist.BIGBENCH_VERSION}"

@@ -4,12 +4,15 @@ import sys
 
 import pytest
 
+from memex_jax.envs.static import bigbench_sdist
 from memex_jax.envs.static import builders
 from memex_jax.envs.static import sources
 
 
 @pytest.mark.parametrize("suite", sources.SUITES)
-def test_suite_builds_and_reads_back(suite, tmp_path):
+def test_suite_builds_and_reads_back(suite, tmp_path, request):
+  if suite in bigbench_sdist.BIGBENCH_TASK_FILES:
+    request.getfixturevalue("bigbench_files")
   builder = builders.build_suite(suite, data_dir=tmp_path, max_examples=12)
   files = sorted(p.name for p in (tmp_path).rglob("*.array_record*"))
   assert files, "no array_record files written"

@@ -9,7 +9,7 @@ from memex_jax.envs.static import sources
 def test_is_an_env_and_scores_a_right_answer():
   env = static_env.StaticTaskEnv()
   assert isinstance(env, base.Env)
-  record = next(sources.bigbench_records("object_counting"))
+  record = sources.mmlu_records()[0][0]
   task_text, observation = env.reset(record)
   assert task_text == record.prompt and observation == ""
   observation, done, won, info = env.step(record.answer)

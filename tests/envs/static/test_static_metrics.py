@@ -80,7 +80,7 @@ def test_gsm_symbolic_uses_the_reasoning_gym_verifier():
   assert metrics.score(record, "no idea").value == 0.0
 
 
-def test_multiple_choice_grade_by_letter_text_or_prefix():
+def test_multiple_choice_grade_by_letter_text_or_prefix(bigbench_files):
   record = _record("logical_deduction", 5)
   choices, scores = record.metadata["choices"], record.metadata["target_scores"]
   right = next(c for c in choices if scores[c] == 1)
@@ -91,7 +91,7 @@ def test_multiple_choice_grade_by_letter_text_or_prefix():
   assert metrics.score(record, "gibberish").detail == "no option recognised"
 
 
-def test_strategyqa_scores_the_yes_no_prefix():
+def test_strategyqa_scores_the_yes_no_prefix(bigbench_files):
   record = _record("strategyqa")
   right = max(record.metadata["target_scores"], key=record.metadata["target_scores"].get)
   wrong = "No" if right == "Yes" else "Yes"
@@ -101,7 +101,7 @@ def test_strategyqa_scores_the_yes_no_prefix():
   assert not metrics.score(record, "Yesterday it was cold.").passed  # Not the option "Yes".
 
 
-def test_object_counting_exact_string_match_after_bigbench_postprocessing():
+def test_object_counting_exact_string_match_after_bigbench_postprocessing(bigbench_files):
   record = _record("object_counting")
   assert record.metadata["targets"] == ["three", "3"]
   assert metrics.score(record, "3").passed and metrics.score(record, " three.\nmore").passed
