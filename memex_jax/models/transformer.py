@@ -14,7 +14,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memex_jax.models import decode_attention
 from memex_jax.models import layers
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
@@ -70,7 +69,7 @@ class DecoderLayer(nn.Module):
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
                segment_ids: Array | None,
-               cache: layers.AttentionCache | None) -> tuple[Array, layers.AttentionCache | None]:
+               cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
     c = self.cfg
     pdt = jnp.dtype(c.param_dtype)
     h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="attn_norm")(x)
@@ -172,25 +171,21 @@ def _layers_without_lower_gradient(c: ModelConfig, stacked: dict, x: Array, cos:
 # Inside a decode loop the scanned form re-slices and re-stacks the [L B S K Dh] cache at every
 # step (scan inputs and outputs), several passes over the whole cache per token; with one
 # buffer per layer the step writes its B slots in place and only the attention reads the cache.
-# The per-layer buffers take the decode layout (decode_attention.DecodeCache) in the same copy.
 
-LayerCaches = tuple[decode_attention.DecodeCache, ...]
+LayerCaches = tuple[tuple[Array, Array], ...]  # per layer: (k, v) [B S K Dh]
 
 
 def unstack_layers(params: dict, cache: KVCache) -> tuple[tuple[dict, ...], LayerCaches]:
-  """Per-layer params and decode-layout caches out of their stacked [L ..] form (copies, once
-  per decode call)."""
+  """Per-layer params and cache out of their stacked [L ..] form (copies, once per decode call)."""
   n = cache["k"].shape[0]
   layer_params = tuple(jax.tree_util.tree_map(lambda p, i=i: p[i], params["layers"])
                        for i in range(n))
-  return layer_params, tuple(decode_attention.from_model_layout(cache["k"][i], cache["v"][i])
-                             for i in range(n))
+  return layer_params, tuple((cache["k"][i], cache["v"][i]) for i in range(n))
 
 
 def stack_layers(caches: LayerCaches) -> KVCache:
   """The per-layer caches back in the stacked {'k','v': [L B S K Dh]} form."""
-  k, v = zip(*(decode_attention.to_model_layout(c) for c in caches))
-  return {"k": jnp.stack(k), "v": jnp.stack(v)}
+  return {"k": jnp.stack([k for k, _ in caches]), "v": jnp.stack([v for _, v in caches])}
 
 
 def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], caches: LayerCaches,

@@ -175,38 +175,6 @@ def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, log
                       logits=s["logits"], window=s["window"])
 
 
-def decode_rows(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
-                window: Array, table: stops_lib.StopTable, position: Array, active: Array,
-                max_tokens: Array, rng: Array, temperature: Array, top_p: Array,
-                max_new_tokens: int, rows: Array, slots: int) -> DecodeOutput:
-  """`decode_steps` of the cache rows `rows` over their first `slots` slots only.
-
-  A decode step's cost grows with the rows and the slots it attends over: at the end of a batch
-  of episodes a few live rows would pay for every row, and short contexts for the whole window.
-  The other rows, and slots >= `slots`, are neither read nor changed.
-
-  Args:
-    rows: [R] int32 distinct cache rows.
-    slots: (static) at least every active row's `position` + `max_new_tokens`, at most the
-      cache's; an idle row's writes past it are dropped.
-    The rest: as `decode_steps`', at the cache's B rows (only `rows` are read).
-  Returns:
-    `decode_steps`' output at B rows; the rows not in `rows` sampled nothing and are done.
-  """
-  part = jax.tree.map(lambda c: c[:, rows, :slots], cache)  # L R slots K Dh
-  out = decode_steps(cfg, params, part, logits[rows], window[rows], table, position[rows],
-                     active[rows], max_tokens[rows], rng, temperature, top_p, max_new_tokens)
-  cache = jax.tree.map(lambda c, p: c.at[:, rows, :slots].set(p), cache, out.cache)
-  b = logits.shape[0]
-
-  def widen(x: Array, fill) -> Array:
-    return jnp.full((b,) + x.shape[1:], fill, x.dtype).at[rows].set(x)
-
-  return DecodeOutput(cache=cache, tokens=widen(out.tokens, 0), logprobs=widen(out.logprobs, 0),
-                      num_tokens=widen(out.num_tokens, 0), done=widen(out.done, True),
-                      logits=widen(out.logits, 0), window=widen(out.window, 0))
-
-
 @functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
 def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: stops_lib.StopTable,
              prompt: Array, start: Array, prompt_length: Array, max_tokens: Array, rng: Array,
@@ -238,5 +206,3 @@ prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache
 prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg",), donate_argnames=("cache",))
 decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens"),
                            donate_argnames=("cache",))
-decode_rows_jit = jax.jit(decode_rows, static_argnames=("cfg", "slots", "max_new_tokens"),
-                          donate_argnames=("cache",))

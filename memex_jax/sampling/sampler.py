@@ -1,9 +1,8 @@
 """Multi-turn batched sampling with persistent KV slots (the JAX implementation of `Policy`).
 
 Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
-that arrived since the episode's last turn and decodes; the history is never re-prefilled, the
-rows with no new ids are left out of the prefill, and the rows with no turn going out of the
-decode, which attends over the slots the live rows fill (a power of two), not the whole window.
+that arrived since the episode's last turn and decodes; the history is never re-prefilled, and
+the rows with no new ids are left out of the prefill.
 `generate` decodes whole turns; `advance` decodes them in chunks and returns those that ended,
 so turns start and end while others are being written (the agent loop's streaming mode). When
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
@@ -21,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Collection, Sequence
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -187,6 +186,15 @@ class Sampler:
       if slot.episode is None:
         slot.cached, slot.pending = [], []
 
+  def _decode_steps(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
+    """`decode.decode_steps` after its config, for `new_tokens` (one compile per bucket)."""
+    if self.mesh is None:
+      return functools.partial(decode.decode_steps_jit, self.model_cfg, max_new_tokens=new_tokens)
+    if new_tokens not in self._sharded_steps:
+      self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
+          self.model_cfg, self.mesh, self._params_shardings, new_tokens)
+    return self._sharded_steps[new_tokens]
+
   # -- slot bookkeeping (host side) --
 
   def _slot_of(self, episode: int) -> int | None:
@@ -229,30 +237,15 @@ class Sampler:
                                      min(_bucket(head, cfg.prompt_bucket), cfg.cache_length))
     self.stats.prefix_tokens += head
 
-  def _rows_to_compute(self, rows: Collection[int]) -> np.ndarray:
-    """The cache rows a prefill or decode computes: `rows` (those with work) and idle ones up to
-    the next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
+  def _rows_to_prefill(self, rows: dict[int, tuple[int, list[int], int]]) -> np.ndarray:
+    """The cache rows a prefill computes: `rows` (those with new ids) and idle ones up to the
+    next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
     n = self.config.num_slots
     size = n if self.mesh is not None else min(n, 1 << (len(rows) - 1).bit_length())
     if size == n:
       return np.arange(n)
     idle = [i for i in range(n) if i not in rows]
     return np.asarray(sorted(rows) + idle[:size - len(rows)], np.int32)
-
-  def _decode_call(self, take: np.ndarray, needed: int,
-                   new_tokens: int) -> Callable[..., decode.DecodeOutput]:
-    """The decode of rows `take` whose writes reach slot `needed` - 1 (one compile per bucket).
-
-    Off a mesh it attends over the first `needed` slots rounded up to a power of two; on one,
-    over every row and slot."""
-    if self.mesh is not None:
-      if new_tokens not in self._sharded_steps:
-        self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
-            self.model_cfg, self.mesh, self._params_shardings, new_tokens)
-      return self._sharded_steps[new_tokens]
-    slots = min(1 << (needed - 1).bit_length(), self.config.cache_length)
-    return functools.partial(decode.decode_rows_jit, self.model_cfg, rows=jnp.asarray(take),
-                             slots=slots, max_new_tokens=new_tokens)
 
   def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int], bool]:
     """(start position, ids to prefill, whether the row takes the shared prefix) for one
@@ -348,7 +341,7 @@ class Sampler:
     began = time.perf_counter()
     logits = window = None
     if rows:
-      take = self._rows_to_compute(rows)
+      take = self._rows_to_prefill(rows)
       prompt = np.zeros((len(take), _bucket(max(len(ids) for _, ids, _ in rows.values()),
                                             cfg.prompt_bucket)), np.int32)
       for j, i in enumerate(take):
@@ -378,10 +371,7 @@ class Sampler:
     self.rng, key = jax.random.split(self.rng)
     active = np.zeros((n,), bool)
     active[list(rows) + list(going)] = True
-    live = active.nonzero()[0]
-    decode_call = self._decode_call(self._rows_to_compute(live.tolist()),
-                                    int((start + length)[live].max()) + new_len, new_len)
-    out = decode_call(
+    out = self._decode_steps(new_len)(
         self.params, self.cache, logits, window, self.table, jnp.asarray(start + length),
         jnp.asarray(active), jnp.asarray(max_tokens), key, jnp.float32(temperature),
         jnp.float32(top_p))
