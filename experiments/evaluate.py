@@ -83,6 +83,7 @@ def main(argv) -> None:
   del argv
   c = _CONFIG.value
   mesh = runs.start_run(c.mesh)
+  compiled = runs.compiles.watch()
   out = pathlib.Path(c.workdir)
   check_resumable(c, out)
   model_cfg, params, tokenizer = runs.from_section(load_policy, c.model, "config.model")
@@ -114,7 +115,8 @@ def main(argv) -> None:
     pool.close()
   stats = dataclasses.asdict(sampler.stats)  # this process's decoding (a resumed run: its part)
   (out / "evaluation.json").write_text(json.dumps(
-      {"checkpoint": c.checkpoint, "results": results, "sampler": stats}, indent=1))
+      {"checkpoint": c.checkpoint, "results": results, "sampler": stats,
+       "compiles": {**dataclasses.asdict(compiled), "seconds": compiled.seconds}}, indent=1))
   print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} "
         f"{'compress':>8s} {'read':>6s}")
   for name, s in results.items():
@@ -122,7 +124,8 @@ def main(argv) -> None:
           f"{s['peak_working']:9.0f} {s['num_compress']:8.2f} {s['num_read']:6.2f}")
   print(f"sampler: {stats['calls']} calls, {stats['generated_tokens']} ids generated in "
         f"{stats['decode_s']:.0f} s of decode, {stats['prefill_tokens']} prefilled in "
-        f"{stats['prefill_s']:.0f} s")
+        f"{stats['prefill_s']:.0f} s; {compiled.compiles} XLA compiles took {compiled.seconds:.0f} s "
+        "of those and the set-up")
   plots.plot_evaluation(rows, out)
   print(f"wrote {out / 'evaluation.json'}, {out / 'evaluation.png'} and the trajectories under "
         f"{out / 'trajectories'}")

@@ -32,6 +32,9 @@ WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
 export PYTHONUNBUFFERED=1
+# One persistent XLA compilation cache for every stage: the RL policy's evaluation decodes the
+# same shapes as the SFT policy's and compiles none of them again (seconds each on a CPU).
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-${WORK}/jax_cache}"
 
 if [ "${SCALE}" = gpu ]; then
   source launch/device_env.sh

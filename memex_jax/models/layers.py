@@ -109,6 +109,17 @@ class Projection(nn.Module):
     return y
 
 
+# A layer's KV cache: the model's (k, v) [B S K Dh], or a decode step's own layout.
+AttentionCache = tuple[Array, Array] | decode_attention.DecodeCache
+
+
+def cache_slots(cache: AttentionCache) -> int:
+  """The slots S of a layer's cache, in either layout."""
+  if isinstance(cache, decode_attention.DecodeCache):
+    return cache.k.shape[3]
+  return cache[0].shape[1]
+
+
 def _write_cache(cache: Array, new: Array, positions: Array) -> Array:
   """cache [B S K Dh] with new [B T K Dh] written at each row's own positions [B T]; slot index
   == position, positions past the cache are dropped.
@@ -133,9 +144,10 @@ class Attention(nn.Module):
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
                segment_ids: Array | None,
-               cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
+               cache: AttentionCache | None) -> tuple[Array, AttentionCache | None]:
     """x [B T D], cos/sin [B T Dh], mask [B 1 T S] bool, positions [B T], segment_ids [B T] or
-    None (what `mask` was made from without a cache), cache ([B S K Dh] x 2)."""
+    None (what `mask` was made from without a cache), cache ([B S K Dh] x 2, or a decode step's
+    `DecodeCache` with T = 1)."""
     c = self.cfg
     b, t, _ = x.shape
     q = self._proj(c.num_heads * c.head_dim, ("embed", "q_heads"), "q_proj", c.qkv_bias)(x)
@@ -150,18 +162,17 @@ class Attention(nn.Module):
     q = rope.apply_rotary(q, cos, sin)
     k = rope.apply_rotary(k, cos, sin)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "head_dim"))
-    if cache is not None:
+    if isinstance(cache, decode_attention.DecodeCache):
+      cache = decode_attention.write(cache, k, v, positions)
+    elif cache is not None:
       k, v = _write_cache(cache[0], k, positions), _write_cache(cache[1], v, positions)
       cache = (k, v)
     # On accelerators XLA's own attention kernels stay; the tiles pay off on the CPU.
     on_cpu = jax.default_backend() == "cpu"
     block = c.attention_block if cache is not None else c.train_attention_block
     tiled = on_cpu and block and t >= 2 * block
-    # A decode step (T = 1) takes the one-query form: tiles reading only the filled blocks
-    # measured slower than one masked attention (390 vs 350 ms per SmolLM2 step, 8 rows, 1,536
-    # of 3,072 slots), and both move the cache more than it does.
-    if on_cpu and cache is not None and t == 1:
-      out = decode_attention.one_query_attention(q, k, v, positions)  # B 1 H Dh
+    if isinstance(cache, decode_attention.DecodeCache):
+      out = decode_attention.one_query_attention(q, cache, positions)  # B 1 H Dh
     elif tiled and cache is not None:
       out = blocked_attention.attention(q, k, v, positions, block)  # B T H Dh
     elif tiled:

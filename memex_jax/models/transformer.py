@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memex_jax.models import decode_attention
 from memex_jax.models import layers
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
@@ -69,7 +70,7 @@ class DecoderLayer(nn.Module):
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
                segment_ids: Array | None,
-               cache: tuple[Array, Array] | None) -> tuple[Array, tuple[Array, Array] | None]:
+               cache: layers.AttentionCache | None) -> tuple[Array, layers.AttentionCache | None]:
     c = self.cfg
     pdt = jnp.dtype(c.param_dtype)
     h = layers.RMSNorm(c.norm_eps, param_dtype=pdt, name="attn_norm")(x)
@@ -171,21 +172,28 @@ def _layers_without_lower_gradient(c: ModelConfig, stacked: dict, x: Array, cos:
 # Inside a decode loop the scanned form re-slices and re-stacks the [L B S K Dh] cache at every
 # step (scan inputs and outputs), several passes over the whole cache per token; with one
 # buffer per layer the step writes its B slots in place and only the attention reads the cache.
+# On the CPU the per-layer buffers take the decode layout (decode_attention.DecodeCache) in the
+# same copy; on a mesh or an accelerator they keep the model's, for XLA's own attention.
 
-LayerCaches = tuple[tuple[Array, Array], ...]  # per layer: (k, v) [B S K Dh]
+LayerCaches = tuple[layers.AttentionCache, ...]
 
 
-def unstack_layers(params: dict, cache: KVCache) -> tuple[tuple[dict, ...], LayerCaches]:
-  """Per-layer params and cache out of their stacked [L ..] form (copies, once per decode call)."""
+def unstack_layers(params: dict, cache: KVCache, decode_layout: bool = True
+                   ) -> tuple[tuple[dict, ...], LayerCaches]:
+  """Per-layer params and caches out of their stacked [L ..] form (copies, once per decode
+  call); the caches in `decode_attention.DecodeCache` layout if `decode_layout`, else (k, v)."""
   n = cache["k"].shape[0]
   layer_params = tuple(jax.tree_util.tree_map(lambda p, i=i: p[i], params["layers"])
                        for i in range(n))
-  return layer_params, tuple((cache["k"][i], cache["v"][i]) for i in range(n))
+  split = decode_attention.from_model_layout if decode_layout else lambda k, v: (k, v)
+  return layer_params, tuple(split(cache["k"][i], cache["v"][i]) for i in range(n))
 
 
 def stack_layers(caches: LayerCaches) -> KVCache:
   """The per-layer caches back in the stacked {'k','v': [L B S K Dh]} form."""
-  return {"k": jnp.stack([k for k, _ in caches]), "v": jnp.stack([v for _, v in caches])}
+  k, v = zip(*(decode_attention.to_model_layout(c)
+               if isinstance(c, decode_attention.DecodeCache) else c for c in caches))
+  return {"k": jnp.stack(k), "v": jnp.stack(v)}
 
 
 def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], caches: LayerCaches,
@@ -195,7 +203,7 @@ def decode_token(cfg: ModelConfig, params: dict, layer_params: Sequence[dict], c
   The same computation as `Transformer` with a cache and T = 1, on `unstack_layers`' form.
   """
   x = params["embed"]["embedding"][ids[:, None]].astype(jnp.dtype(cfg.dtype))  # B 1 D
-  cos, sin, mask = layer_inputs(cfg, positions[:, None], None, caches[0][0].shape[1])
+  cos, sin, mask = layer_inputs(cfg, positions[:, None], None, layers.cache_slots(caches[0]))
   layer = DecoderLayer(cfg)
   new_caches = []
   for p, cache in zip(layer_params, caches):

@@ -113,7 +113,7 @@ def prefill_rows(cfg: ModelConfig, params: dict, cache: transformer.KVCache, row
 def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
                  window: Array, table: stops_lib.StopTable, position: Array, active: Array,
                  max_tokens: Array, rng: Array, temperature: Array, top_p: Array,
-                 max_new_tokens: int) -> DecodeOutput:
+                 max_new_tokens: int, decode_layout: bool | None = None) -> DecodeOutput:
   """Samples from `logits` [B V] and feeds each sampled id back, at most `max_new_tokens` ids.
 
   A row's turn ends on a stop or at its `max_tokens`; its last id is not fed (the next turn's
@@ -126,10 +126,15 @@ def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, log
       (`stops.empty_window` at a turn's start).
     position: [B] int32 where each row's next fed id is written (its context length).
     active: [B] bool rows that sample at all (the others were idle in the prefill).
+    decode_layout: (static) attend over the cache in `DecodeCache` layout (a copy per call),
+      or in the model's with XLA's attention; None: the former on the CPU. A mesh takes the
+      latter (`sharded.py`).
     The rest: as `generate`'s.
   """
+  if decode_layout is None:
+    decode_layout = jax.default_backend() == "cpu"
   head = transformer.head_kernel(params, cfg)
-  layer_params, caches = transformer.unstack_layers(params, cache)
+  layer_params, caches = transformer.unstack_layers(params, cache, decode_layout)
   b = logits.shape[0]
 
   def take(s):
@@ -175,6 +180,38 @@ def decode_steps(cfg: ModelConfig, params: dict, cache: transformer.KVCache, log
                       logits=s["logits"], window=s["window"])
 
 
+def decode_rows(cfg: ModelConfig, params: dict, cache: transformer.KVCache, logits: Array,
+                window: Array, table: stops_lib.StopTable, position: Array, active: Array,
+                max_tokens: Array, rng: Array, temperature: Array, top_p: Array,
+                max_new_tokens: int, rows: Array, slots: int) -> DecodeOutput:
+  """`decode_steps` of the cache rows `rows` over their first `slots` slots only.
+
+  A decode step's cost grows with the rows and the slots it attends over: at the end of a batch
+  of episodes a few live rows would pay for every row, and short contexts for the whole window.
+  The other rows, and slots >= `slots`, are neither read nor changed.
+
+  Args:
+    rows: [R] int32 distinct cache rows.
+    slots: (static) at least every active row's `position` + `max_new_tokens`, at most the
+      cache's; an idle row's writes past it are dropped.
+    The rest: as `decode_steps`', at the cache's B rows (only `rows` are read).
+  Returns:
+    `decode_steps`' output at B rows; the rows not in `rows` sampled nothing and are done.
+  """
+  part = jax.tree.map(lambda c: c[:, rows, :slots], cache)  # L R slots K Dh
+  out = decode_steps(cfg, params, part, logits[rows], window[rows], table, position[rows],
+                     active[rows], max_tokens[rows], rng, temperature, top_p, max_new_tokens)
+  cache = jax.tree.map(lambda c, p: c.at[:, rows, :slots].set(p), cache, out.cache)
+  b = logits.shape[0]
+
+  def widen(x: Array, fill) -> Array:
+    return jnp.full((b,) + x.shape[1:], fill, x.dtype).at[rows].set(x)
+
+  return DecodeOutput(cache=cache, tokens=widen(out.tokens, 0), logprobs=widen(out.logprobs, 0),
+                      num_tokens=widen(out.num_tokens, 0), done=widen(out.done, True),
+                      logits=widen(out.logits, 0), window=widen(out.window, 0))
+
+
 @functools.partial(jax.jit, static_argnames=("cfg", "max_new_tokens"), donate_argnames=("cache",))
 def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: stops_lib.StopTable,
              prompt: Array, start: Array, prompt_length: Array, max_tokens: Array, rng: Array,
@@ -204,5 +241,7 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
 
 prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))
 prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg",), donate_argnames=("cache",))
-decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens"),
+decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens", "decode_layout"),
                            donate_argnames=("cache",))
+decode_rows_jit = jax.jit(decode_rows, static_argnames=("cfg", "slots", "max_new_tokens"),
+                          donate_argnames=("cache",))

@@ -1,8 +1,11 @@
 """Multi-turn batched sampling with persistent KV slots (the JAX implementation of `Policy`).
 
 Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
-that arrived since the episode's last turn and decodes; the history is never re-prefilled, and
-the rows with no new ids are left out of the prefill.
+that arrived since the episode's last turn and decodes; the history is never re-prefilled, the
+rows with no new ids are left out of the prefill, and the rows with no turn going out of the
+decode, which attends over the slots the live rows fill (a power of two), not the whole window.
+A long new context is prefilled in pieces (`prefill_chunk`), so the short ones beside it in the
+same call stop after the first piece.
 `generate` decodes whole turns; `advance` decodes them in chunks and returns those that ended,
 so turns start and end while others are being written (the agent loop's streaming mode). When
 an episode's context is reset (after a compression), its slot keeps the longest cached prefix
@@ -20,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -60,6 +63,9 @@ class SamplerConfig:
       goes on in the next call, beside the turns started then, so one long turn (a
       CompressExperience) no longer holds every other episode's next step. 0: whole turns.
       Greedy turns are the same ids either way.
+    prefill_chunk: a prefill call writes at most this many ids of each row; longer new contexts
+      take several calls (0: one call). The prompt widths compiled are then at most
+      `prefill_chunk / prompt_bucket`, and a call's short rows leave after its first piece.
   """
 
   num_slots: int = 8
@@ -72,6 +78,7 @@ class SamplerConfig:
   seed: int = 0
   share_prefix: bool = True
   chunk_tokens: int = 32
+  prefill_chunk: int = 256
 
 
 @dataclasses.dataclass
@@ -186,15 +193,6 @@ class Sampler:
       if slot.episode is None:
         slot.cached, slot.pending = [], []
 
-  def _decode_steps(self, new_tokens: int) -> Callable[..., decode.DecodeOutput]:
-    """`decode.decode_steps` after its config, for `new_tokens` (one compile per bucket)."""
-    if self.mesh is None:
-      return functools.partial(decode.decode_steps_jit, self.model_cfg, max_new_tokens=new_tokens)
-    if new_tokens not in self._sharded_steps:
-      self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
-          self.model_cfg, self.mesh, self._params_shardings, new_tokens)
-    return self._sharded_steps[new_tokens]
-
   # -- slot bookkeeping (host side) --
 
   def _slot_of(self, episode: int) -> int | None:
@@ -237,15 +235,70 @@ class Sampler:
                                      min(_bucket(head, cfg.prompt_bucket), cfg.cache_length))
     self.stats.prefix_tokens += head
 
-  def _rows_to_prefill(self, rows: dict[int, tuple[int, list[int], int]]) -> np.ndarray:
-    """The cache rows a prefill computes: `rows` (those with new ids) and idle ones up to the
-    next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
+  def _rows_to_compute(self, rows: Collection[int]) -> np.ndarray:
+    """The cache rows a prefill or decode computes: `rows` (those with work) and idle ones up to
+    the next power of two (few compiles), or every row (on a mesh, whose split needs them all)."""
     n = self.config.num_slots
     size = n if self.mesh is not None else min(n, 1 << (len(rows) - 1).bit_length())
     if size == n:
       return np.arange(n)
     idle = [i for i in range(n) if i not in rows]
     return np.asarray(sorted(rows) + idle[:size - len(rows)], np.int32)
+
+  def _decode_call(self, take: np.ndarray, needed: int,
+                   new_tokens: int) -> Callable[..., decode.DecodeOutput]:
+    """The decode of rows `take` whose writes reach slot `needed` - 1 (one compile per bucket).
+
+    Off a mesh it attends over the first `needed` slots rounded up to a power of two (or the
+    whole window, from three quarters of it); on one, over every row and slot."""
+    if self.mesh is not None:
+      if new_tokens not in self._sharded_steps:
+        self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
+            self.model_cfg, self.mesh, self._params_shardings, new_tokens)
+      return self._sharded_steps[new_tokens]
+    slots, window = 1 << (needed - 1).bit_length(), self.config.cache_length
+    # A bucket within a quarter of the window takes the window: one compile fewer per row count.
+    slots = window if 4 * slots > 3 * window else slots
+    return functools.partial(decode.decode_rows_jit, self.model_cfg, rows=jnp.asarray(take),
+                             slots=slots, max_new_tokens=new_tokens)
+
+  def _prefill_pieces(self, rows: dict[int, tuple[int, list[int], int]]) -> jax.Array:
+    """Writes each row's new ids into its cache slots, `config.prefill_chunk` ids of every row
+    per call; returns the logits [B V] of each row's last id (zeros at the other rows).
+
+    Pieces keep the compiled prompt widths few, and the rows with a short new context (an
+    observation) stop paying for a long one (a reset) after the first piece.
+    """
+    cfg, n = self.config, self.config.num_slots
+    lengths = {i: len(ids) for i, (_, ids, _) in rows.items()}
+    piece = cfg.prefill_chunk or max(lengths.values())
+    # A row that pads a piece writes there from where its context ends: its next ids overwrite
+    # that K/V before any query attends to it.
+    end = np.asarray([len(s.cached) for s in self.slots], np.int32)
+    for i, (start, ids, _) in rows.items():
+      end[i] = start + len(ids)
+    logits = None
+    for offset in range(0, max(lengths.values()), piece):
+      part = {i: ids[offset:offset + piece] for i, (_, ids, _) in rows.items()
+              if lengths[i] > offset}
+      take = self._rows_to_compute(part)
+      prompt = np.zeros((len(take), _bucket(max(map(len, part.values())), cfg.prompt_bucket)),
+                        np.int32)
+      start, length = end[take], np.zeros((len(take),), np.int32)
+      for j, i in enumerate(take):
+        if i in part:
+          prompt[j, :len(part[i])] = part[i]
+          start[j], length[j] = rows[i][0] + offset, len(part[i])
+      args = (jnp.asarray(prompt), jnp.asarray(start), jnp.asarray(length))
+      if len(take) == n:
+        self.cache, got = self._prefill(self.params, self.cache, *args)
+      else:
+        self.cache, got = decode.prefill_rows_jit(self.model_cfg, self.params, self.cache,
+                                                  jnp.asarray(take), *args)
+      ends_here = np.zeros((n, 1), bool)
+      ends_here[[i for i in part if lengths[i] <= offset + piece]] = True
+      logits = got if logits is None else jnp.where(ends_here, got, logits)
+    return logits
 
   def _plan(self, slot: _Slot, request: TurnRequest) -> tuple[int, list[int], bool]:
     """(start position, ids to prefill, whether the row takes the shared prefix) for one
@@ -341,22 +394,11 @@ class Sampler:
     began = time.perf_counter()
     logits = window = None
     if rows:
-      take = self._rows_to_prefill(rows)
-      prompt = np.zeros((len(take), _bucket(max(len(ids) for _, ids, _ in rows.values()),
-                                            cfg.prompt_bucket)), np.int32)
-      for j, i in enumerate(take):
-        if i in rows:
-          prompt[j, :len(rows[i][1])] = rows[i][1]
       if (copy_rows < n).any():
         self.cache = prefix_lib.copy(self.cache, self.shared.cache, jnp.asarray(copy_rows))
         if self.mesh is not None:  # the copy may leave the cache in another layout
           self.cache = jax.device_put(self.cache, sharded.cache_sharding(self.mesh))
-      args = (jnp.asarray(prompt), jnp.asarray(start[take]), jnp.asarray(length[take]))
-      if len(take) == n:
-        self.cache, logits = self._prefill(self.params, self.cache, *args)
-      else:
-        self.cache, logits = decode.prefill_rows_jit(self.model_cfg, self.params, self.cache,
-                                                     jnp.asarray(take), *args)
+      logits = self._prefill_pieces(rows)
       window = stops_lib.empty_window(self.table, n)
       jax.block_until_ready(logits)
     if going:  # the unfinished turns go on from their carried state
@@ -371,7 +413,10 @@ class Sampler:
     self.rng, key = jax.random.split(self.rng)
     active = np.zeros((n,), bool)
     active[list(rows) + list(going)] = True
-    out = self._decode_steps(new_len)(
+    live = active.nonzero()[0]
+    decode_call = self._decode_call(self._rows_to_compute(live.tolist()),
+                                    int((start + length)[live].max()) + new_len, new_len)
+    out = decode_call(
         self.params, self.cache, logits, window, self.table, jnp.asarray(start + length),
         jnp.asarray(active), jnp.asarray(max_tokens), key, jnp.float32(temperature),
         jnp.float32(top_p))

@@ -1,5 +1,6 @@
 """sample_token: greedy is the argmax, top-p cuts the tail, top_p = 1 samples the whole vocab;
-a prefill of some cache rows equals the prefill of every row on those rows."""
+a prefill or decode of some cache rows (and the first slots) equals the one of every row on
+those rows."""
 
 import flax.linen as nn
 import jax
@@ -9,6 +10,7 @@ import numpy as np
 from memex_jax.models import config as config_lib
 from memex_jax.models import transformer
 from memex_jax.sampling import decode
+from memex_jax.sampling import stops
 
 # One row: a dominant id 2 (p ~ 0.6) and a tail over the seven others.
 LOGITS = jnp.log(jnp.asarray([[0.05, 0.05, 0.6, 0.05, 0.05, 0.05, 0.1, 0.05]], jnp.float32))
@@ -39,10 +41,15 @@ def test_top_p_one_samples_every_id_at_its_probability():
   np.testing.assert_allclose(frequency, np.exp(np.asarray(LOGITS[0])), atol=0.04)
 
 
-def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
+def _tiny():
   cfg = config_lib.tiny("llama")
   tokens = jnp.zeros((1, 4), jnp.int32)
-  params = nn.unbox(transformer.Transformer(cfg).init(jax.random.PRNGKey(0), tokens, tokens)["params"])
+  return cfg, nn.unbox(transformer.Transformer(cfg).init(jax.random.PRNGKey(0), tokens,
+                                                         tokens)["params"])
+
+
+def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
+  cfg, params = _tiny()
   rng = np.random.default_rng(0)
   # Four rows with 3, 0, 5 and 2 ids of context; rows 2 and 0 get 4 and 2 new ids.
   cache = transformer.init_cache(cfg, 4, 16)
@@ -65,3 +72,32 @@ def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
     np.testing.assert_allclose(got_cache[name][:, rows], want_cache[name][:, rows], atol=1e-5)
     np.testing.assert_array_equal(got_cache[name][:, np.asarray([1, 3])],
                                   cache[name][:, np.asarray([1, 3])])
+
+
+def test_decode_of_some_rows_and_slots_equals_the_decode_of_all_on_them():
+  cfg, params = _tiny()
+  rng = np.random.default_rng(1)
+  # Four rows of a 64-slot cache with 6, 9, 3 and 7 ids of context; rows 3 and 1 decode.
+  cache = transformer.init_cache(cfg, 4, 64)
+  context = jnp.asarray([6, 9, 3, 7], jnp.int32)
+  history = jnp.asarray(rng.integers(1, cfg.vocab_size, (4, 9)).astype(np.int32))
+  cache, logits = decode.prefill(cfg, params, cache, history, jnp.zeros(4, jnp.int32), context)
+  table = stops.build_stop_table([""] * cfg.vocab_size, [], eos_ids=[])
+  active = jnp.asarray([False, True, False, True])
+  args = (logits, stops.empty_window(table, 4), table, context, active,
+          jnp.asarray([0, 5, 0, 5], jnp.int32), jax.random.PRNGKey(0), jnp.float32(0.0),
+          jnp.float32(1.0))
+  want = decode.decode_steps(cfg, params, cache, *args, max_new_tokens=8)
+  rows = jnp.asarray([3, 1], jnp.int32)
+  got = decode.decode_rows(cfg, params, cache, *args, max_new_tokens=8, rows=rows, slots=16)
+  live, idle = np.asarray([1, 3]), np.asarray([0, 2])
+  np.testing.assert_array_equal(got.tokens[live], want.tokens[live])
+  np.testing.assert_allclose(got.logprobs[live], want.logprobs[live], atol=1e-5)
+  np.testing.assert_array_equal(got.num_tokens, [0, 5, 0, 5])
+  assert np.asarray(got.done).all() and not np.asarray(got.tokens[idle]).any()
+  for name in ("k", "v"):
+    # The decoded rows' first 16 slots hold what the full decode wrote; nothing else changed.
+    np.testing.assert_allclose(got.cache[name][:, live, :16], want.cache[name][:, live, :16],
+                               atol=1e-5)
+    np.testing.assert_array_equal(got.cache[name][:, live, 16:], cache[name][:, live, 16:])
+    np.testing.assert_array_equal(got.cache[name][:, idle], cache[name][:, idle])

@@ -120,6 +120,35 @@ def test_turns_decoded_in_chunks_equal_whole_turns(smollm2, smollm2_tokenizer):
                              atol=1e-4, rtol=1e-4)
 
 
+def test_prefill_in_pieces_equals_one_prefill(smollm2, smollm2_tokenizer):
+  """New contexts of different lengths prefilled 8 ids a call: the rows that run out early pad
+  the later pieces, and neither their cache nor their next turn is touched by it."""
+  cfg, params = smollm2
+  tok = smollm2_tokenizer
+  questions = ["Hi.", "Name three colours of the rainbow, please.", "Count from one to ten.",
+               "What is the capital city of France, and why is it famous?"]
+  contexts = [tok.encode(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n")
+              for q in questions]
+  observation = tok.encode("<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n"
+                           "<|im_start|>assistant\n")
+  turns = {}
+  for name, piece in (("one call", 0), ("pieces", 8)):
+    sampler = sampler_lib.Sampler(cfg, params, tok, sampler_lib.SamplerConfig(
+        num_slots=8, cache_length=128, prompt_bucket=8, new_tokens_bucket=8, temperature=0.0,
+        stop_strings=(), prefill_chunk=piece))
+    first = sampler.generate([TurnRequest(i, tuple(c), True, 4) for i, c in enumerate(contexts)])
+    second = sampler.generate([TurnRequest(i, tuple(observation), False, 4) for i in (0, 3)])
+    turns[name] = (first, second)
+  assert max(map(len, contexts)) > 2 * 8 > min(map(len, contexts))  # pieces and early ends
+  for want, got in zip(*(turns[name][0] + turns[name][1] for name in ("one call", "pieces"))):
+    assert got.ids == want.ids
+    np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-4)
+  first, second = turns["pieces"]
+  for i, turn in zip((0, 3), second):
+    full = contexts[i] + list(first[i].ids) + observation + list(turn.ids)
+    np.testing.assert_allclose(turn.logprobs, _teacher_forced(cfg, params, full)[-4:], atol=1e-4)
+
+
 def test_int4_sampler_logprobs_equal_qat_learner(smollm2, smollm2_tokenizer):
   cfg, params = smollm2
   # Group 32 would reproduce SmolLM2's own Q4_1 weights; 64 makes quantization act.
