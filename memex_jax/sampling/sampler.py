@@ -144,6 +144,8 @@ class Sampler:
     Raises:
       ValueError: (one line) the tokenizer does not fit the model, or the slots do not split.
     """
+    # A one-device mesh decodes as no mesh: the mesh path computes every row and slot.
+    mesh = None if mesh is None or mesh.devices.size == 1 else mesh
     self.model_cfg, self.tokenizer, self.config, self.mesh = model_cfg, tokenizer, config, mesh
     tokenizer.check_matches(model_cfg.vocab_size, "sampler model config")
     strings = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
