@@ -19,7 +19,7 @@ from memex_jax.harness import copilot as copilot_lib
 from memex_jax.harness.tasks import HarnessTask, agentic_task, static_task
 from memex_jax.models.policy import load_policy
 from memex_jax.sampling import Sampler, SamplerConfig
-from memex_jax.sampling.sampler import DEFAULT_STOPS
+from memex_jax.sampling.config import DEFAULT_STOPS
 
 
 def graph_path(workdir: str, step: int, host: int = 0) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from memex_jax.sampling.sampler import Sampler, SamplerConfig
+from memex_jax.sampling.config import SamplerConfig
+from memex_jax.sampling.sampler import Sampler
 from memex_jax.serve import model as model_lib
 from memex_jax.serve.app import build_app
 from memex_jax.serve.batching import SlotBatcher

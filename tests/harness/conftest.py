@@ -31,7 +31,7 @@ def harness_sampler(smollm2, smollm2_tokenizer):
   and the summarizer's prompts; shared by copilot, executor and summarizer in these tests."""
   from memex_jax.harness import copilot  # pylint: disable=g-import-not-at-top
   from memex_jax.sampling import Sampler, SamplerConfig  # pylint: disable=g-import-not-at-top
-  from memex_jax.sampling.sampler import DEFAULT_STOPS  # pylint: disable=g-import-not-at-top
+  from memex_jax.sampling.config import DEFAULT_STOPS  # pylint: disable=g-import-not-at-top
   cfg, params = smollm2
   return Sampler(cfg, params, smollm2_tokenizer, SamplerConfig(
       num_slots=4, cache_length=768, temperature=0.0, prompt_bucket=128, new_tokens_bucket=16,
