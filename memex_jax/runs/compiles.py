@@ -37,11 +37,6 @@ class CompileTotals:
   def seconds(self) -> float:
     return self.trace_s + self.lower_s + self.backend_s
 
-  def since(self, earlier: "CompileTotals") -> "CompileTotals":
-    """What was compiled between `earlier` (a copy taken then) and now."""
-    return CompileTotals(*(getattr(self, f.name) - getattr(earlier, f.name)
-                           for f in dataclasses.fields(self)))
-
 
 _totals: CompileTotals | None = None
 
@@ -58,7 +53,7 @@ def _on_duration(event: str, duration: float, **_) -> None:
 
 def watch() -> CompileTotals:
   """Starts counting (once per process; later calls return the same totals) and returns the
-  live totals: copy them (`dataclasses.replace`) to measure a span with `since`."""
+  live totals."""
   global _totals
   if _totals is None:
     _totals = CompileTotals()

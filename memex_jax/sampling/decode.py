@@ -241,7 +241,5 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
 
 prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))
 prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg",), donate_argnames=("cache",))
-decode_steps_jit = jax.jit(decode_steps, static_argnames=("cfg", "max_new_tokens", "decode_layout"),
-                           donate_argnames=("cache",))
 decode_rows_jit = jax.jit(decode_rows, static_argnames=("cfg", "slots", "max_new_tokens"),
                           donate_argnames=("cache",))
