@@ -119,6 +119,8 @@ def sft_loss(curve: dict[str, list[dict[str, Any]]], out: str | pathlib.Path) ->
     ax.plot([r["step"] for r in heldout], [r["heldout_loss"] for r in heldout], marker="o",
             color="#d62728", label="held-out loss")
   if train or heldout:
+    # Log scale: after the first epoch the losses that tell policies apart differ by hundredths.
+    ax.set_yscale("log")
     ax.legend()
   else:
     _note(ax, "no SFT steps logged")
