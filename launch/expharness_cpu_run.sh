@@ -18,10 +18,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The report's command names every variable set by the caller (before defaults fill them in).
-RUN_COMMAND=""
-for name in SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START; do
-  if [ -n "${!name+set}" ]; then RUN_COMMAND+="${name}=\"${!name}\" "; fi
-done
+source launch/stage.sh
+RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START)"
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 SUITES="${SUITES:-('mmlu','gsm_symbolic')}"
@@ -37,7 +35,6 @@ COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
         --config.batch_size=8 --config.executor.num_slots=8)
 
 RUN_COMMAND+="$0 ${WORK}"
-source launch/stage.sh
 
 stage train "${WORK}/params" "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" \
   --config.num_iterations="${ITERATIONS}" \

@@ -23,11 +23,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
-RUN_COMMAND="SCALE=${SCALE}"
-for name in TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES COMPRESS_WEIGHT EVAL_GAMES \
-    EVAL_SPLITS ZERO_SHOT_GAMES; do
-  if [ -n "${!name+set}" ]; then RUN_COMMAND+=" ${name}=\"${!name}\""; fi
-done
+source launch/stage.sh
+RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
+  COMPRESS_WEIGHT EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -84,8 +82,7 @@ EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config
 GAMES="${WORK}/games"
 mkdir -p "${WORK}"
 
-RUN_COMMAND+=" $0 ${WORK}"
-source launch/stage.sh
+RUN_COMMAND+="$0 ${WORK}"
 
 stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworld.generate --out "${GAMES}" --split train \
   --num "${TRAIN_GAMES}" --seed 0

@@ -3,6 +3,16 @@
 # WORK/stages.json ({"command": RUN_COMMAND, "stages": [{"name", "seconds"}, ...]}, what
 # launch/proof_report.py reads), so a run cut short keeps the times of the stages it finished.
 # The sourcing script sets WORK, PYTHON and RUN_COMMAND.
+#
+# `caller_settings NAME...` prints NAME="value" for each NAME the caller set, so a script that
+# calls it before filling in its defaults records the variables its run command was given.
+caller_settings() {
+  local name out=""
+  for name in "$@"; do
+    if [ -n "${!name+set}" ]; then out+="${name}=\"${!name}\" "; fi
+  done
+  printf '%s' "${out}"
+}
 stage() {
   local name="$1" done_file="$2" start end
   shift 2
