@@ -186,9 +186,11 @@ def finished(progress: Progress, c: Any) -> bool:
           or stopped_improving(progress, c))
 
 
-def log_step(log: runs.RunLog, progress: Progress, metrics: Any, fill: float) -> None:
+def log_step(log: runs.RunLog, progress: Progress, metrics: Any, fill: float,
+             learning_rate: float) -> None:
   log.write(progress.step, {**jax.device_get(metrics), "smoothed_loss": progress.smoothed_loss,
-                            "segments_truncated": progress.truncated, "fill": fill}, kind="sft")
+                            "segments_truncated": progress.truncated, "fill": fill,
+                            "learning_rate": learning_rate}, kind="sft")
   tqdm.tqdm.write(f"step {progress.step}: loss {float(metrics['loss']):.4f} "
                   f"(smoothed {progress.smoothed_loss:.4f})")
 
@@ -229,6 +231,9 @@ def train(c: Any, training: runs.ShardedTraining, state: rl.TrainState, progress
   held-out loss every `heldout.every` steps (`measure` None: no held-out set), checkpointing
   every `checkpoint.every` and last."""
   deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else float("inf")
+  o = c.optim
+  rate = rl.learning_rate_schedule(o.learning_rate, o.warmup_steps, o.decay_steps,
+                                   o.final_fraction)
   for _ in tqdm.trange(progress.step, c.num_steps, desc="memex_sft", initial=progress.step,
                        total=c.num_steps):
     minibatch, truncated = epoch.minibatch(progress.step)
@@ -240,7 +245,9 @@ def train(c: Any, training: runs.ShardedTraining, state: rl.TrainState, progress
       progress = measure_heldout(c, state, progress, measure, log)
     done = finished(progress, c) or out_of_time
     if progress.step % c.log_every == 0 or done:
-      log_step(log, progress, metrics, float(np.mean(minibatch.segment_ids > 0)))
+      # The rate this step's update used (its count was progress.step - 1).
+      log_step(log, progress, metrics, float(np.mean(minibatch.segment_ids > 0)),
+               float(rate(progress.step - 1) if callable(rate) else rate))
     if progress.step % c.checkpoint.every == 0 or done:
       ckpt.save(progress.step, state, progress.to_host(epoch.num_segments))
     if done:

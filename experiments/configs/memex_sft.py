@@ -52,6 +52,10 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.optim.weight_decay = 0.1
   c.optim.clip_norm = 1.0
   c.optim.warmup_steps = 20 if gpu else 0
+  # > 0: after the warm-up the rate falls along a cosine to final_fraction of its peak over this
+  # many steps (rl.learning_rate_schedule); 0 keeps it constant.
+  c.optim.decay_steps = 0
+  c.optim.final_fraction = 0.1
   c.num_steps = 400 if gpu else 3
   # Weight in the loss of a CompressExperience turn's tokens against any other turn's (the
   # held-out loss stays unweighted, comparable across settings).

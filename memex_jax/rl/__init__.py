@@ -6,8 +6,8 @@ Imports no agent type: whatever produces `Sample`s (the agent loop, the copilot)
 from memex_jax.rl.advantages import (ADVANTAGE_ESTIMATORS, AdvantageResult, advantage_fn,
                                      estimate_advantages, grpo, trajectory_rewards)
 from memex_jax.rl.learner import (LOGPROB_FIELDS, TrainState, fill_logprobs, jit_sft_step,
-                                  jit_train_step, make_optimizer, ppo_epochs, sft_nll_sum, sft_step,
-                                  token_logprobs, train_step)
+                                  jit_train_step, learning_rate_schedule, make_optimizer,
+                                  ppo_epochs, sft_nll_sum, sft_step, token_logprobs, train_step)
 from memex_jax.rl.losses import (NORMALISATIONS, LossConfig, ValueLossConfig, policy_loss,
                                  sequence_mean_weights, sft_loss, token_mean_weights,
                                  trajectory_mean_weights, value_loss)
@@ -23,8 +23,9 @@ __all__ = [
     "ADVANTAGE_ESTIMATORS", "AdvantageResult", "LOGPROB_FIELDS", "LossConfig", "NORMALISATIONS",
     "PADDING_SEGMENT", "PADDING_TRAJECTORY", "PackStats", "PackedBatch", "Sample", "TrainState",
     "advantage_fn", "empty_batch", "estimate_advantages", "fill_logprobs", "grpo", "jit_sft_step",
-    "jit_train_step", "make_optimizer", "map_minibatches", "pack_samples", "policy_loss",
-    "ppo_epochs", "sequence_mean_weights", "sft_loss", "sft_nll_sum", "sft_step", "supervised_samples",
+    "jit_train_step", "learning_rate_schedule", "make_optimizer", "map_minibatches",
+    "pack_samples", "policy_loss", "ppo_epochs", "sequence_mean_weights", "sft_loss",
+    "sft_nll_sum", "sft_step", "supervised_samples",
     "take_rows", "token_logprobs", "token_mean_weights", "train_step", "trajectory_mean_weights",
     "trajectory_rewards", "TOKEN_ADVANTAGE_ESTIMATORS", "ValueHead", "ValueLossConfig",
     "actor_critic_optimizer", "actor_critic_params", "actor_critic_step",

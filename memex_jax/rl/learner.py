@@ -62,9 +62,29 @@ def _decay_mask(params: Any) -> Any:
       lambda path, _: getattr(path[-1], "key", None) in _DECAYED_LEAVES, params)
 
 
+def learning_rate_schedule(peak: float, warmup_steps: int = 0, decay_steps: int = 0,
+                           final_fraction: float = 0.0) -> optax.ScalarOrSchedule:
+  """The rate per update: a linear warm-up from 0, then a cosine down to a floor, or constant.
+
+  Args:
+    peak: the rate after warm-up.
+    warmup_steps: updates of the linear warm-up (0: start at the peak).
+    decay_steps: > 0: after the warm-up the rate falls along a cosine to `final_fraction` of
+      the peak over this many updates and stays there; 0 keeps it at the peak.
+    final_fraction: the floor, as a fraction of the peak.
+  """
+  if decay_steps:
+    return optax.warmup_cosine_decay_schedule(0.0, peak, warmup_steps, warmup_steps + decay_steps,
+                                              final_fraction * peak)
+  if warmup_steps:
+    return optax.linear_schedule(0.0, peak, warmup_steps)
+  return peak
+
+
 def make_optimizer(learning_rate: float | optax.Schedule = 5e-6, weight_decay: float = 0.1,
                    clip_norm: float | None = 1.0, b1: float = 0.9, b2: float = 0.999,
-                   eps: float = 1e-8, warmup_steps: int = 0) -> optax.GradientTransformation:
+                   eps: float = 1e-8, warmup_steps: int = 0, decay_steps: int = 0,
+                   final_fraction: float = 0.0) -> optax.GradientTransformation:
   """AdamW (decay on kernels and embeddings only) after global-norm gradient clipping.
 
   Args:
@@ -72,10 +92,13 @@ def make_optimizer(learning_rate: float | optax.Schedule = 5e-6, weight_decay: f
     weight_decay: decoupled weight decay (Memex: 0.1).
     clip_norm: global gradient norm cap; None disables clipping.
     b1, b2, eps: Adam moments.
-    warmup_steps: linear warm-up from 0 to a constant learning_rate (ignored for schedules).
+    warmup_steps, decay_steps, final_fraction: the schedule around a peak `learning_rate`, as
+      `learning_rate_schedule` (ignored when `learning_rate` is a schedule). The step count
+      lives in the optimizer state, so a resumed run continues the schedule where it stopped.
   """
-  if warmup_steps and not callable(learning_rate):
-    learning_rate = optax.linear_schedule(0.0, learning_rate, warmup_steps)
+  if not callable(learning_rate):
+    learning_rate = learning_rate_schedule(learning_rate, warmup_steps, decay_steps,
+                                           final_fraction)
   adamw = optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
                       mask=_decay_mask)
   if clip_norm is None:

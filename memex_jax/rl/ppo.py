@@ -68,8 +68,8 @@ def actor_critic_optimizer(actor_learning_rate: float = 5e-6, critic_learning_ra
       (ExpHarness's schedule); 0 keeps them constant.
   """
   def group(lr):
-    schedule = optax.cosine_decay_schedule(lr, decay_steps) if decay_steps else lr
-    return make_optimizer(schedule, weight_decay=weight_decay, clip_norm=clip_norm)
+    return make_optimizer(lr, weight_decay=weight_decay, clip_norm=clip_norm,
+                          decay_steps=decay_steps)
 
   return optax.multi_transform(
       {"actor": group(actor_learning_rate), "critic": group(critic_learning_rate)},

@@ -47,7 +47,8 @@ def _sft(entry_point, workdir: pathlib.Path, num_steps: int) -> str:
       "memex_sft", f"--config.workdir={workdir}", f"--config.num_steps={num_steps}",
       "--config.games.num=2", "--config.games.workers=1", "--config.demos.num=1",
       "--config.batch.seq_len=64", "--config.model.remat=False", "--config.checkpoint.every=1",
-      "--config.checkpoint.keep=3")
+      "--config.checkpoint.keep=3", "--config.optim.learning_rate=1e-4",
+      "--config.optim.decay_steps=2")
   assert run.returncode == 0, run.stderr[-2000:]
   # orbax logs each save and restore at INFO through absl (111 lines for a one-step run before
   # the entry points quieted it), and jax its TPU backend probe.
@@ -83,6 +84,9 @@ def test_resumes_past_a_corrupt_checkpoint_and_not_once_finished(tmp_path, entry
   records = run_log.read_log(workdir / "metrics.jsonl", kind="sft")
   assert [r["step"] for r in records] == [1, 2, 2, 3]
   assert [r["segments_truncated"] for r in records] == [1, 2, 2, 3]
+  # A cosine from 1e-4 to its floor of 1e-5 over 2 updates, continued by the resumed runs.
+  np.testing.assert_allclose([r["learning_rate"] for r in records],
+                             [1e-4, 5.5e-5, 5.5e-5, 1e-5], rtol=1e-5)
   assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) == [1, 2, 3]
   assert _host(checkpoints / "3")["sft_step"] == 3
   assert [p.name for p in (workdir / "params").iterdir() if p.name.isdigit()] == ["3"]

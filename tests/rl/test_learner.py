@@ -78,6 +78,30 @@ def test_weight_decay_applies_to_kernels_and_embeddings_only(tiny_model):
   assert not np.asarray(updates["final_norm"]["scale"]).any()
 
 
+def test_schedule_warms_up_decays_along_a_cosine_and_stays_at_its_floor():
+  rate = learner.learning_rate_schedule(1.0, warmup_steps=2, decay_steps=4, final_fraction=0.1)
+  # Warm-up 0 -> 1 over 2 updates, then 0.1 + 0.9 * (1 + cos(pi k / 4)) / 2 for k = 0..4.
+  want = [0.0, 0.5, 1.0, 0.1 + 0.9 * (1 + np.cos(np.pi / 4)) / 2, 0.55,
+          0.1 + 0.9 * (1 + np.cos(3 * np.pi / 4)) / 2, 0.1, 0.1, 0.1]
+  np.testing.assert_allclose([float(rate(k)) for k in range(9)], want, atol=1e-6)
+  assert learner.learning_rate_schedule(3e-4) == 3e-4
+
+
+def test_optimizer_follows_its_schedule_update_by_update():
+  # With a constant gradient Adam's update is lr_k * sign(g) (bias-corrected moments, eps tiny;
+  # float32 rounds the corrections to ~1e-5).
+  opt = learner.make_optimizer(learning_rate=0.1, weight_decay=0.0, clip_norm=None,
+                               decay_steps=3, final_fraction=0.5)
+  params = {"w": jnp.ones(())}
+  state, steps = opt.init(params), []
+  for _ in range(5):
+    updates, state = opt.update({"w": jnp.full((), 100.0)}, state, params)
+    steps.append(-float(updates["w"]))
+  rate = learner.learning_rate_schedule(0.1, decay_steps=3, final_fraction=0.5)
+  np.testing.assert_allclose(steps, [float(rate(k)) for k in range(5)], rtol=1e-4)
+  np.testing.assert_allclose(steps[3:], [0.05, 0.05], rtol=1e-4)
+
+
 def test_train_steps_lower_the_loss_on_positive_advantages(tiny_model, packed, optimizer):
   cfg, params = tiny_model
   batch = first_rows(learner.fill_logprobs(cfg, params, packed))
