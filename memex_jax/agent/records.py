@@ -77,3 +77,22 @@ def summarize(metrics: Sequence[Mapping[str, Any]]) -> dict[str, float]:
   for reason in sorted(set(reasons)):
     out[f"finish_{reason}"] = reasons.count(reason) / len(reasons)
   return out
+
+
+def render_record(record: Mapping[str, Any]) -> str:
+  """One episode's record as Markdown: its task and outcome, then each segment's messages in
+  order (the system prompt left out: every segment repeats it)."""
+  m = record["metrics"]
+  lines = [f"# {record.get('game', record['trajectory_id'])}", "",
+           f"Task: {record['task']}", "",
+           f"Outcome: {m['finish_reason']}, success {bool(m['success'])}, score {m['score']:g}, "
+           f"reward {m['reward']:.3f}, {m['steps']} steps, {m['num_compress']} CompressExperience, "
+           f"{m['num_read']} ReadExperience, peak working context {m['peak_working']}"]
+  if record.get("error"):
+    lines += ["", f"Error: {record['error']}"]
+  for number, segment in enumerate(record["segments"], 1):
+    lines += ["", f"## Segment {number}"]
+    for message in segment:
+      if message["role"] != "system":
+        lines += ["", f"**{message['role']}**", "", "```", message["content"].strip(), "```"]
+  return "\n".join(lines) + "\n"

@@ -41,3 +41,34 @@ def test_summary_has_means_standard_errors_penalty_and_finish_shares():
   assert summary["finish_finish"] == pytest.approx(1 / 3)
   assert summary["finish_max_steps"] == pytest.approx(2 / 3)
   assert set(records.METRIC_KEYS) < set(summary) and "finish_reason" not in summary
+
+
+def _episode(index, success):
+  return {"game": f"valid_unseen/game_{index}", "trajectory_id": index, "task": "put a cup in sink",
+          "metrics": _metrics(success, 3), "error": "",
+          "segments": [[{"role": "system", "content": "SYSTEM PROMPT"},
+                        {"role": "user", "content": "put a cup in sink"},
+                        {"role": "assistant", "content": f"call {index}a"}],
+                       [{"role": "system", "content": "SYSTEM PROMPT"},
+                        {"role": "assistant", "content": f"call {index}b"}]]}
+
+
+def test_an_episode_renders_in_order_without_its_system_prompts():
+  text = records.render_record(_episode(7, True))
+  assert text.startswith("# valid_unseen/game_7\n") and "success True" in text
+  assert "SYSTEM PROMPT" not in text
+  assert text.index("## Segment 1") < text.index("call 7a") < text.index("## Segment 2") \
+      < text.index("call 7b")
+
+
+def test_show_prints_the_won_episodes_or_says_the_index_is_missing(tmp_path, capsys):
+  from memex_jax.agent import show  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "episodes.jsonl"
+  records.write_records(path, [_episode(0, False), _episode(1, True), _episode(2, False)])
+  assert show.main([str(path), "--won"]) == 0
+  out = capsys.readouterr().out
+  assert "game_1" in out and "game_0" not in out and "game_2" not in out
+  assert show.main([str(path), "--index", "2"]) == 0
+  assert "call 2b" in capsys.readouterr().out
+  assert show.main([str(path), "--index", "3"]) == 2
+  assert "has 3 records; there is no index 3" in capsys.readouterr().err

@@ -1,0 +1,35 @@
+"""Prints an episode of a trajectories file as Markdown.
+
+  python -m memex_jax.agent.show WORKDIR/trajectories/valid_unseen_memex.jsonl --won
+  python -m memex_jax.agent.show FILE --index 3 > episode.md
+"""
+
+import argparse
+import sys
+
+from memex_jax.agent import records
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("path", help="a trajectories .jsonl file (one record per episode)")
+  which = parser.add_mutually_exclusive_group()
+  which.add_argument("--index", type=int, default=0, help="the record's line, from 0")
+  which.add_argument("--won", action="store_true", help="every episode that succeeded")
+  args = parser.parse_args(argv)
+  found = records.read_records(args.path)
+  if args.won:
+    chosen = [r for r in found if r["metrics"]["success"]]
+  elif -len(found) <= args.index < len(found):
+    chosen = [found[args.index]]
+  else:
+    print(f"{args.path} has {len(found)} records; there is no index {args.index}", file=sys.stderr)
+    return 2
+  print("\n".join(records.render_record(r) for r in chosen), end="")
+  if not chosen:
+    print(f"no episode in {args.path} succeeded", file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
