@@ -14,18 +14,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+# Compiled code is freed once the process maps more than this many regions: one test module can
+# add ~21K, so the kernel's default limit of 65,530 stays out of reach.
+_MAPPINGS_BEFORE_FREEING = 30_000
+
+
 @pytest.fixture(autouse=True, scope="module")
 def free_compiled_code():
-  """Drops JAX's compiled executables after each test module.
+  """Drops JAX's compiled executables after a test module once the process maps too much.
 
   XLA's CPU backend maps every executable's code into the process (one test file of the
   sampler leaves ~21K mappings). A whole suite in one process kept them all, crossed the
   kernel's 65,530-mapping limit (`vm.max_map_count`) and died with a segfault in XLA's
-  compiler near the end.
+  compiler near the end. Freeing after every module instead recompiled, in each module, the
+  shapes the session's shared model and sampler had already compiled.
   """
   yield
-  import jax  # pylint: disable=g-import-not-at-top
-  jax.clear_caches()
+  with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+    mappings = sum(1 for _ in maps)
+  if mappings > _MAPPINGS_BEFORE_FREEING:
+    import jax  # pylint: disable=g-import-not-at-top
+    jax.clear_caches()
 
 
 @pytest.fixture(scope="session")
