@@ -18,14 +18,15 @@
 # ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12; 0 skips that stage) size the
 # evaluations and SFT_MINUTES (CPU 40, GPU 4) the SFT's time budget; on the CPU,
 # COMPRESS_WEIGHT (1) weighs the CompressExperience turns in the SFT loss
-# (config.compress_weight).
+# (config.compress_weight) and SFT_DECAY_STEPS (130) the steps over which the SFT's rate
+# falls along a cosine to a tenth of its peak (config.optim.decay_steps; 0 keeps it constant).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
-  COMPRESS_WEIGHT EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES)"
+  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -50,7 +51,8 @@ if [ "${SCALE}" = gpu ]; then
   ZERO_SHOT=()
 elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
-  # Sized for 60-90 minutes on 2 cores; the reasons are in results/memex_cpu/README.md.
+  # Sized for 60-90 minutes of training on 2 cores (the reasons are in results/memex_cpu/README.md);
+  # at 40 steps an episode, greedy evaluation of 20 games alone takes ~50 minutes.
   # The compact system prompt (~0.5K tokens, not ~1K) is in every trained segment.
   TRAIN_GAMES="${TRAIN_GAMES:-24}"; DEMOS="${DEMOS:-40}"; THRESHOLD=1024; WINDOW=2304; PROMPT=compact
   RL_ITERATIONS="${RL_ITERATIONS:-1}"
@@ -61,9 +63,16 @@ elif [ "${SCALE}" = cpu ]; then
   SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
        --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
        --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
-       --config.compress_weight="${COMPRESS_WEIGHT:-1}")
+       --config.compress_weight="${COMPRESS_WEIGHT:-1}"
+       # About the steps SFT_MINUTES covers (~17 s a step with its held-out measurements): a
+       # resumed SFT that stepped its rate down from 3e-4 to 1e-4 reached a held-out loss
+       # constant rates had not (results/memex_cpu, "SFT past the budget").
+       --config.optim.decay_steps="${SFT_DECAY_STEPS:-130}")
   TURN_TOKENS=400
-  AGENT=(--config.agent.max_steps=20)
+  # 40 steps, as on the GPU: a quarter of the expert's own demonstrations on train games take
+  # more than 20 (mean 16.5, longest 44), and a policy that searches one place too many needs
+  # more. Greedy evaluation of 20 games at 40 steps took 50 minutes on 2 cores (20 steps: 18).
+  AGENT=(--config.agent.max_steps=40)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
       --config.batch.rows=1 --config.batch.seq_len="${WINDOW}" --config.checkpoint.every=1)
   EVAL=(--config.num_games="${EVAL_GAMES:-40}" --config.batch_episodes=20)
