@@ -27,6 +27,7 @@ from absl import app
 from absl import flags
 import jax
 import numpy as np
+import optax
 from ml_collections import config_flags
 import tqdm
 
@@ -225,15 +226,12 @@ def measure_heldout(c: Any, state: rl.TrainState, progress: Progress, measure: A
 
 
 def train(c: Any, training: runs.ShardedTraining, state: rl.TrainState, progress: Progress,
-          epoch: Epoch, measure: Any, ckpt: runs.Checkpointer,
-          log: runs.RunLog) -> tuple[rl.TrainState, Progress]:
+          epoch: Epoch, measure: Any, ckpt: runs.Checkpointer, log: runs.RunLog,
+          rate: optax.ScalarOrSchedule) -> tuple[rl.TrainState, Progress]:
   """Steps from `progress` until `finished` or `max_minutes` (of this invocation), measuring the
   held-out loss every `heldout.every` steps (`measure` None: no held-out set), checkpointing
-  every `checkpoint.every` and last."""
+  every `checkpoint.every` and last; `rate` is the optimizer's learning rate, logged per step."""
   deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else float("inf")
-  o = c.optim
-  rate = rl.learning_rate_schedule(o.learning_rate, o.warmup_steps, o.decay_steps,
-                                   o.final_fraction)
   for _ in tqdm.trange(progress.step, c.num_steps, desc="memex_sft", initial=progress.step,
                        total=c.num_steps):
     minibatch, truncated = epoch.minibatch(progress.step)
@@ -288,7 +286,11 @@ def main(argv) -> None:
         f"minibatches of {c.batch.rows} x {c.batch.seq_len}"
         + (f"; {heldout.num_segments} held-out segments" if heldout else ""))
   model_cfg, params, _ = runs.from_section(load_policy, c.model, "config.model")
-  optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim")
+  # One schedule for the optimizer and the log (make_optimizer takes a schedule as it is).
+  o = c.optim
+  rate = rl.learning_rate_schedule(o.learning_rate, o.warmup_steps, o.decay_steps,
+                                   o.final_fraction)
+  optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim", learning_rate=rate)
   training = runs.sharded_training(model_cfg, params, optimizer,
                                    functools.partial(rl.sft_step, model_cfg, optimizer), mesh,
                                    c.seed, c.batch.rows, c.batch.seq_len)
@@ -300,7 +302,7 @@ def main(argv) -> None:
     if finished(progress, c):
       print(f"already finished at step {progress.step}")
     else:
-      state, progress = train(c, training, state, progress, epoch, measure, ckpt, log)
+      state, progress = train(c, training, state, progress, epoch, measure, ckpt, log, rate)
   finally:
     ckpt.close()
     log.close()

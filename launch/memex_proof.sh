@@ -51,8 +51,8 @@ if [ "${SCALE}" = gpu ]; then
   ZERO_SHOT=()
 elif [ "${SCALE}" = cpu ]; then
   VARIANT=""
-  # Sized for 60-90 minutes of training on 2 cores (the reasons are in results/memex_cpu/README.md);
-  # at 40 steps an episode, greedy evaluation of 20 games alone takes ~50 minutes.
+  # Training sized for 60-90 minutes on 2 cores (the reasons are in results/memex_cpu/README.md);
+  # the evaluations at 40 steps an episode make the whole run longer than that.
   # The compact system prompt (~0.5K tokens, not ~1K) is in every trained segment.
   TRAIN_GAMES="${TRAIN_GAMES:-24}"; DEMOS="${DEMOS:-40}"; THRESHOLD=1024; WINDOW=2304; PROMPT=compact
   RL_ITERATIONS="${RL_ITERATIONS:-1}"
@@ -71,7 +71,7 @@ elif [ "${SCALE}" = cpu ]; then
   TURN_TOKENS=400
   # 40 steps, as on the GPU: a quarter of the expert's own demonstrations on train games take
   # more than 20 (mean 16.5, longest 44), and a policy that searches one place too many needs
-  # more. Greedy evaluation of 20 games at 40 steps took 50 minutes on 2 cores (20 steps: 18).
+  # more (at 20 steps a greedy evaluation of 20 games took 18 minutes, at 40 it took 50).
   AGENT=(--config.agent.max_steps=40)
   RL=(--config.rollout.prompts_per_iteration=2 --config.rollout.group_size=2
       --config.batch.rows=1 --config.batch.seq_len="${WINDOW}" --config.checkpoint.every=1)
