@@ -121,7 +121,9 @@ def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
                      demonstration_config, demonstration_env)
     m = replay.metrics
     assert m.success and m.finish_reason == "env_done", record["game"]
-    assert m.num_malformed == 0 and (m.p_context, m.p_redundancy, m.p_format) == (0, 0, 0)
+    assert m.num_malformed == 0 and (m.p_redundancy, m.p_format) == (0, 0)
+    # Over the threshold only on a step that acts on what a read just returned.
+    assert m.p_context < 1e-3
     assert [s.token_ids.tolist() for s in replay.samples] == [s["token_ids"] for s in stored]
     assert [s.loss_mask.tolist() for s in replay.samples] == [s["loss_mask"] for s in stored]
     assert replay.memory == record["memory"]
