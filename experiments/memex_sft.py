@@ -293,7 +293,8 @@ def main(argv) -> None:
   optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim", learning_rate=rate)
   training = runs.sharded_training(model_cfg, params, optimizer,
                                    functools.partial(rl.sft_step, model_cfg, optimizer), mesh,
-                                   c.seed, c.batch.rows, c.batch.seq_len)
+                                   c.seed, c.batch.rows, c.batch.seq_len,
+                                   init_checkpoint=c.init_checkpoint)
   measure = heldout_measure(model_cfg, training, mesh, heldout) if heldout else None
   log = runs.RunLog(c.workdir)
   ckpt = runs.Checkpointer(os.path.join(c.workdir, "checkpoints"), c.checkpoint.keep)

@@ -12,6 +12,9 @@ GPU (train until the loss reaches `target_loss`):
 
 AppWorld: `--config.env.name=appworld` (its expert replays each task's reference solution).
 
+Going on from an earlier SFT with other demonstrations (a new workdir; a resumed run must keep
+its own): `--config.init_checkpoint=/tmp/memex_sft/params --config.demos.dir=NEW_DEMOS`.
+
 Then start RL from it: `--config.init_checkpoint=/tmp/memex_sft_gpu/params` on memex_grpo.
 """
 
@@ -47,6 +50,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.batch.rows = 8 if gpu else 1
   c.batch.seq_len = 8192 if gpu else 2048  # the system prompt alone is ~950 tokens
   c.mesh = rl.mesh
+  # A params export to start from (an earlier SFT's <workdir>/params, to go on with new
+  # demonstrations); "" = the packaged weights.
+  c.init_checkpoint = ""
   c.optim = ml_collections.ConfigDict()
   c.optim.learning_rate = 1e-4
   c.optim.weight_decay = 0.1

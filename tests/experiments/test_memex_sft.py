@@ -42,9 +42,9 @@ def test_an_epoch_packs_every_segment_once_and_resumed_steps_take_the_same_minib
     np.testing.assert_array_equal(epoch.minibatch(step)[0].tokens, straight[step][0].tokens)
 
 
-def _sft(entry_point, workdir: pathlib.Path, num_steps: int) -> str:
+def _sft(entry_point, workdir: pathlib.Path, num_steps: int, *flags: str) -> str:
   run = entry_point(
-      "memex_sft", f"--config.workdir={workdir}", f"--config.num_steps={num_steps}",
+      "memex_sft", f"--config.workdir={workdir}", f"--config.num_steps={num_steps}", *flags,
       "--config.games.num=2", "--config.games.workers=1", "--config.demos.num=1",
       "--config.batch.seq_len=64", "--config.model.remat=False", "--config.checkpoint.every=1",
       "--config.checkpoint.keep=3", "--config.optim.learning_rate=1e-4",
@@ -90,6 +90,14 @@ def test_resumes_past_a_corrupt_checkpoint_and_not_once_finished(tmp_path, entry
   assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) == [1, 2, 3]
   assert _host(checkpoints / "3")["sft_step"] == 3
   assert [p.name for p in (workdir / "params").iterdir() if p.name.isdigit()] == ["3"]
+
+  # A new run going on from the step-3 export starts from it, at its own step 1.
+  onward = _sft(entry_point, tmp_path / "onward", 1,
+                f"--config.init_checkpoint={workdir / 'params'}")
+  assert f"params from {workdir / 'params'} (step 3)" in onward
+  assert "resuming" not in onward
+  assert [r["step"] for r in run_log.read_log(tmp_path / "onward" / "metrics.jsonl",
+                                              kind="sft")] == [1]
 
 
 def test_progress_counts_heldout_measurements_since_the_best():
