@@ -90,22 +90,27 @@ def prefill(cfg: ModelConfig, params: dict, cache: transformer.KVCache, prompt: 
 
 
 def prefill_rows(cfg: ModelConfig, params: dict, cache: transformer.KVCache, rows: Array,
-                 prompt: Array, start: Array, prompt_length: Array
+                 prompt: Array, start: Array, prompt_length: Array, slots: int | None = None
                  ) -> tuple[transformer.KVCache, Array]:
-  """`prefill` of the cache rows `rows` only: the others are neither computed nor changed.
+  """`prefill` of the cache rows `rows` over their first `slots` slots only: the other rows and
+  slots are neither computed nor changed.
 
   A streaming call has new ids in a few of its rows; prefilling every row to the longest new
-  context would spend the compute of the idle ones on padding.
+  context would spend the compute of the idle ones on padding. Its queries attend over every slot
+  they are given, so an observation after a compression (a short context in a long window)
+  would pay for the whole window.
 
   Args:
     rows: [R] int32 distinct cache rows.
     prompt, start, prompt_length: [R P], [R], [R] as `prefill`'s, for those rows.
+    slots: (static) at least every row's start + prompt_length (None: the cache's); a padded or
+      idle row's writes past it are dropped.
   Returns:
     (cache, logits [B V]): the rows' next-id logits at `rows`, zeros elsewhere.
   """
-  part = jax.tree.map(lambda c: c[:, rows], cache)  # L R S K Dh
+  part = jax.tree.map(lambda c: c[:, rows, :slots], cache)  # L R slots K Dh
   part, logits = prefill(cfg, params, part, prompt, start, prompt_length)
-  cache = jax.tree.map(lambda c, p: c.at[:, rows].set(p), cache, part)
+  cache = jax.tree.map(lambda c, p: c.at[:, rows, :slots].set(p), cache, part)
   b = jax.tree.leaves(cache)[0].shape[1]
   return cache, jnp.zeros((b, logits.shape[-1]), logits.dtype).at[rows].set(logits)
 
@@ -240,6 +245,7 @@ def generate(cfg: ModelConfig, params: dict, cache: transformer.KVCache, table: 
 
 
 prefill_jit = jax.jit(prefill, static_argnames=("cfg",), donate_argnames=("cache",))
-prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg",), donate_argnames=("cache",))
+prefill_rows_jit = jax.jit(prefill_rows, static_argnames=("cfg", "slots"),
+                           donate_argnames=("cache",))
 decode_rows_jit = jax.jit(decode_rows, static_argnames=("cfg", "slots", "max_new_tokens"),
                           donate_argnames=("cache",))

@@ -3,7 +3,7 @@
 Each live episode owns one row ("slot") of a fixed-size KV cache. A turn prefills only the ids
 that arrived since the episode's last turn and decodes; the history is never re-prefilled, the
 rows with no new ids are left out of the prefill, and the rows with no turn going out of the
-decode, which attends over the slots the live rows fill (a power of two), not the whole window.
+decode; both attend over the slots their rows fill (a power of two), not the whole window.
 A long new context is prefilled in pieces (`prefill_chunk`), so the short ones beside it in the
 same call stop after the first piece.
 `generate` decodes whole turns; `advance` decodes them in chunks and returns those that ended,
@@ -194,11 +194,15 @@ class Sampler:
         self._sharded_steps[new_tokens] = sharded.shard_decode_steps(
             self.model_cfg, self.mesh, self._params_shardings, new_tokens)
       return self._sharded_steps[new_tokens]
-    slots, window = 1 << (needed - 1).bit_length(), self.config.cache_length
-    # A bucket within a quarter of the window takes the window: one compile fewer per row count.
-    slots = window if 4 * slots > 3 * window else slots
     return functools.partial(decode.decode_rows_jit, self.model_cfg, rows=jnp.asarray(take),
-                             slots=slots, max_new_tokens=new_tokens)
+                             slots=self._attended_slots(needed), max_new_tokens=new_tokens)
+
+  def _attended_slots(self, needed: int) -> int:
+    """The slots a call off a mesh attends over when its rows reach slot `needed` - 1: `needed`
+    rounded up to a power of two, or the whole window from three quarters of it (one compile
+    fewer per row count)."""
+    slots, window = 1 << (needed - 1).bit_length(), self.config.cache_length
+    return window if 4 * slots > 3 * window else slots
 
   def _prefill_pieces(self, rows: dict[int, tuple[int, list[int], int]]) -> jax.Array:
     """Writes each row's new ids into its cache slots, `config.prefill_chunk` ids of every row
@@ -228,11 +232,12 @@ class Sampler:
           prompt[j, :len(part[i])] = part[i]
           start[j], length[j] = rows[i][0] + offset, len(part[i])
       args = (jnp.asarray(prompt), jnp.asarray(start), jnp.asarray(length))
-      if len(take) == n:
+      slots = self._attended_slots(int(np.max((start + length)[length > 0])))
+      if self.mesh is not None or (len(take) == n and slots == cfg.cache_length):
         self.cache, got = self._prefill(self.params, self.cache, *args)
       else:
         self.cache, got = decode.prefill_rows_jit(self.model_cfg, self.params, self.cache,
-                                                  jnp.asarray(take), *args)
+                                                  jnp.asarray(take), *args, slots=slots)
       ends_here = np.zeros((n, 1), bool)
       ends_here[[i for i in part if lengths[i] <= offset + piece]] = True
       logits = got if logits is None else jnp.where(ends_here, got, logits)

@@ -6,6 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from memex_jax.models import config as config_lib
 from memex_jax.models import transformer
@@ -48,7 +49,8 @@ def _tiny():
                                                          tokens)["params"])
 
 
-def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
+@pytest.mark.parametrize("slots", [None, 12])
+def test_prefill_of_some_rows_and_slots_equals_the_prefill_of_all_on_them(slots):
   cfg, params = _tiny()
   rng = np.random.default_rng(0)
   # Four rows with 3, 0, 5 and 2 ids of context; rows 2 and 0 get 4 and 2 new ids.
@@ -64,12 +66,16 @@ def test_prefill_of_some_rows_equals_the_prefill_of_all_on_them():
   rows = np.asarray([2, 0], np.int32)
   got_cache, got_logits = decode.prefill_rows(cfg, params, cache, jnp.asarray(rows),
                                               jnp.asarray(new[rows]), jnp.asarray(start[rows]),
-                                              jnp.asarray(length[rows]))
+                                              jnp.asarray(length[rows]), slots=slots)
   np.testing.assert_allclose(got_logits[rows], want_logits[rows], atol=1e-5)
   assert not np.asarray(got_logits[np.asarray([1, 3])]).any()
   for name in ("k", "v"):
     # The prefilled rows hold what the full prefill wrote; the others are untouched.
-    np.testing.assert_allclose(got_cache[name][:, rows], want_cache[name][:, rows], atol=1e-5)
+    np.testing.assert_allclose(got_cache[name][:, rows, :slots],
+                               want_cache[name][:, rows, :slots], atol=1e-5)
+    # Slots past `slots` (12; rows 2 and 0 write up to 8 and 6) keep what they held.
+    np.testing.assert_array_equal(got_cache[name][:, rows, slots or 16:],
+                                  cache[name][:, rows, slots or 16:])
     np.testing.assert_array_equal(got_cache[name][:, np.asarray([1, 3])],
                                   cache[name][:, np.asarray([1, 3])])
 
