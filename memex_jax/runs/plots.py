@@ -55,6 +55,9 @@ def plot_evaluation(rows: Sequence[dict[str, Any]], out_dir: str | pathlib.Path,
   axes[0].bar(labels, [r["success"] for r in rows], yerr=[r.get("success_se", 0) for r in rows],
               capsize=4)
   axes[0].set_title("success rate")
+  # A rate lives in [0, 1]; with every bar at 0 matplotlib would centre the axis on it.
+  top = max(r["success"] + r.get("success_se", 0) for r in rows)
+  axes[0].set_ylim(0, min(1.05, max(0.1, 1.15 * top)))
   axes[1].bar(labels, [r["peak_working"] for r in rows])
   axes[1].set_title("peak working context (tokens)")
   width = 0.4
