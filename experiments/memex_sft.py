@@ -290,7 +290,7 @@ def main(argv) -> None:
   o = c.optim
   rate = rl.learning_rate_schedule(o.learning_rate, o.warmup_steps, o.decay_steps,
                                    o.final_fraction)
-  optimizer = runs.from_section(rl.make_optimizer, c.optim, "config.optim", learning_rate=rate)
+  optimizer = runs.from_section(rl.make_optimizer, o, "config.optim", learning_rate=rate)
   training = runs.sharded_training(model_cfg, params, optimizer,
                                    functools.partial(rl.sft_step, model_cfg, optimizer), mesh,
                                    c.seed, c.batch.rows, c.batch.seq_len,

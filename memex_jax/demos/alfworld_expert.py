@@ -180,7 +180,7 @@ class Demonstrator:
       self._awaiting = None
     status = parse_status(working)
     # Right after a read, act on what it returned before compressing: compressing first would
-    # archive the read-back block again, and a read that crosses the threshold would loop.
+    # drop it from the context, and a read that crosses the threshold would loop compress -> read.
     if status and status.over and not self._read:
       return self._compress(working)
     command = self._next_command()

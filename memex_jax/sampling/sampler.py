@@ -185,10 +185,8 @@ class Sampler:
 
   def _decode_call(self, take: np.ndarray, needed: int,
                    new_tokens: int) -> Callable[..., decode.DecodeOutput]:
-    """The decode of rows `take` whose writes reach slot `needed` - 1 (one compile per bucket).
-
-    Off a mesh it attends over the first `needed` slots rounded up to a power of two (or the
-    whole window, from three quarters of it); on one, over every row and slot."""
+    """The decode of rows `take` whose writes reach slot `needed` - 1 (one compile per bucket):
+    over `_attended_slots(needed)` off a mesh, over every row and slot on one."""
     if self.mesh is not None:
       if new_tokens not in self._sharded_steps:
         self._sharded_steps[new_tokens] = sharded.shard_decode_steps(

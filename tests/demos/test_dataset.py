@@ -15,6 +15,7 @@ from memex_jax.demos import dataset as dataset_lib
 from memex_jax import demos
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld.env import LISTING
+from memex_jax.memory import parse_status
 
 NUM = 4
 THRESHOLD = 512
@@ -110,6 +111,22 @@ def _replay(record_segments, game, renderer, config, env):
   return trajectory
 
 
+def _assert_over_threshold_only_right_after_a_read(trajectory):
+  """Every turn taken over the threshold is a CompressExperience, or an execute whose previous
+  turn was a ReadExperience (the expert acts on what it read before compressing)."""
+  for segment in trajectory.segments:
+    working = segment.messages[2:]
+    calls = [parse_turn(m.content).call if m.role == "assistant" else None for m in working]
+    for k, message in enumerate(working):
+      status = parse_status(message.content) if message.role == "user" else None
+      if status is None or not status.over or k + 1 == len(working):
+        continue
+      name = calls[k + 1].name
+      before = next((c.name for c in reversed(calls[:k]) if c is not None), None)
+      assert name == "CompressExperience" or (name == "execute" and before == "ReadExperience"), (
+          name, before, message.content[-200:])
+
+
 def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
     dataset, small_root, renderer, demonstration_config, demonstration_env):
   _, _, trajectories, segments = dataset
@@ -122,7 +139,7 @@ def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
     m = replay.metrics
     assert m.success and m.finish_reason == "env_done", record["game"]
     assert m.num_malformed == 0 and (m.p_redundancy, m.p_format) == (0, 0)
-    # Over the threshold only on a step that acts on what a read just returned.
+    _assert_over_threshold_only_right_after_a_read(replay)
     assert m.p_context < 1e-3
     assert [s.token_ids.tolist() for s in replay.samples] == [s["token_ids"] for s in stored]
     assert [s.loss_mask.tolist() for s in replay.samples] == [s["loss_mask"] for s in stored]
