@@ -1,13 +1,14 @@
-"""Prints an episode of a trajectories file as Markdown.
+"""Prints an episode of a trajectories file as Markdown, or the census of all of them.
 
   python -m memex_jax.agent.show WORKDIR/trajectories/valid_unseen_memex.jsonl --won
   python -m memex_jax.agent.show FILE --index 3 > episode.md
+  python -m memex_jax.agent.show FILE --census
 """
 
 import argparse
 import sys
 
-from memex_jax.agent import records
+from memex_jax.agent import census, records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,8 +17,13 @@ def main(argv: list[str] | None = None) -> int:
   which = parser.add_mutually_exclusive_group()
   which.add_argument("--index", type=int, default=0, help="the record's line, from 0")
   which.add_argument("--won", action="store_true", help="every episode that succeeded")
+  which.add_argument("--census", action="store_true",
+                     help="counts of every episode's calls, errors and observations")
   args = parser.parse_args(argv)
   found = records.read_records(args.path)
+  if args.census:
+    print(census.render_census(census.take_census(found)), end="")
+    return 0
   if args.won:
     chosen = [r for r in found if r["metrics"]["success"]]
   elif -len(found) <= args.index < len(found):

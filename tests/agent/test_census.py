@@ -1,0 +1,68 @@
+"""The census of calls and replies, over records the real agent loop wrote (VaultEnv)."""
+
+import json
+
+from memex_jax.agent import AgentConfig, EpisodeSpec, ScriptedPolicy, census, records, run_episodes
+from memex_jax.agent import show
+from memex_jax.envs.toy import VaultEnv, VaultTask
+
+
+def _call(name, **arguments):
+  payload = json.dumps({"name": name, "arguments": arguments})
+  return f"Next step.\n<tool_call>\n{payload}\n</tool_call>"
+
+
+ARCHIVE = _call("CompressExperience", summary="Read the note.",
+                db_blocks=[{"index": "vault_note", "description": "the note",
+                            "db_content": "Vault code: see the note"}])
+REARCHIVE = _call("CompressExperience", summary="Again.",
+                  db_blocks=[{"index": "vault_note", "description": "the same index",
+                              "db_content": "x"},
+                             {"index": "other", "description": "anchors and content",
+                              "db_content": "y", "start_anchor": "a", "mid_anchor": "b",
+                              "end_anchor": "c"}])
+SCRIPT = [_call("execute", command="read note"), _call("execute", command="go west"),
+          _call("execute", command="dance"), "I am not sure what to do.", ARCHIVE, REARCHIVE,
+          _call("ReadExperience", index="no_such_block"), _call("execute", command="dance"),
+          _call("Finish", answer="done")]
+
+
+def _records(renderer, threshold):
+  config = AgentConfig(threshold=threshold, max_turn_tokens=256, max_steps=20)
+  trajectories = run_episodes(ScriptedPolicy(renderer, [SCRIPT, SCRIPT[:3] + SCRIPT[-1:]]),
+                              [EpisodeSpec(VaultEnv(), VaultTask(seed=1, corridor_length=3))
+                               for _ in range(2)], renderer, config)
+  return json.loads(json.dumps([records.trajectory_record(t) for t in trajectories]))
+
+
+def test_the_census_counts_each_call_its_errors_and_the_commonest_observations(renderer):
+  found = census.take_census(_records(renderer, threshold=4000))
+  assert found.episodes == 2 and found.won == 0 and sum(found.finish.values()) == 2
+  assert found.calls == {"execute": 4 + 3, census.MALFORMED: 1, "CompressExperience": 2,
+                         "ReadExperience": 1, "Finish": 2}
+  # The accepted compression ended its segment (no reply in it); the second reused its index
+  # and mixed content with anchors; the read named nothing archived.
+  assert found.errors == {"CompressExperience": 1, "ReadExperience": 1}
+  assert found.rejections == {
+      "index … already exists in the experience store; indices are stable": 1,
+      "give either db_content or all three of start_anchor, mid_anchor, end_anchor, not both": 1}
+  assert found.observations.most_common(1)[0][1] == 3  # "dance", three times
+  assert found.observations.most_common(1)[0][0].startswith("Unknown command 'dance'")
+  assert sum(found.observations.values()) == 7
+  assert sum(found.over_threshold.values()) == 0
+
+
+def test_turns_over_the_threshold_are_counted_by_call(renderer):
+  found = census.take_census(_records(renderer, threshold=1))
+  # Every turn follows a status over a one-token threshold, the first segment's first turn too.
+  assert found.over_threshold == found.calls
+
+
+def test_show_prints_the_census(renderer, tmp_path, capsys):
+  path = tmp_path / "episodes.jsonl"
+  records.write_records(path, _records(renderer, threshold=4000))
+  assert show.main([str(path), "--census"]) == 0
+  out = capsys.readouterr().out
+  assert out.startswith("2 episodes, 0 won; finished by ")
+  assert "| CompressExperience | 2 | 1.00 | 1 | 0 |" in out
+  assert "- 3 x \"Unknown command 'dance'" in out
