@@ -12,16 +12,19 @@ over the threshold and reads back the ids it needs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
 from memex_jax.demos import memory_stats
-from memex_jax.demos.alfworld_expert import (DemonstrationConfig, Demonstrator, kind_of,
-                                             seen_items)
+from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
+from memex_jax.demos.alfworld_text import kind_of, seen_items
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
@@ -30,7 +33,7 @@ from memex_jax.envs.alfworld.instructions import THING_ID
 __all__ = [
     "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
     "expert_solution", "make_demonstration", "planner_walkthrough", "read_walkthrough",
-    "task_type",
+    "task_type", "untrained_turns",
 ]
 
 
@@ -110,7 +113,29 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   if not trajectory.metrics.success:
     raise DemonstrationError(f"{game_path}: the demonstration ended with "
                              f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
-  return trajectory
+  return untrained_turns(trajectory, demonstrator.slips)
+
+
+def untrained_turns(trajectory: Trajectory, turns: Sequence[int]) -> Trajectory:
+  """`trajectory` with the given assistant turns (counted from 0 over the episode) out of its
+  segments' loss masks: they stay in the context, as what the next turns answer."""
+  if not turns:
+    return trajectory
+  segments, turn = [], 0
+  for segment in trajectory.segments:
+    mask = segment.sample.loss_mask.copy()
+    trained = np.flatnonzero(mask)
+    runs = np.split(trained, np.flatnonzero(np.diff(trained) > 1) + 1) if trained.size else []
+    if len(runs) != sum(m.role == "assistant" for m in segment.messages):
+      raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
+                               "its assistant turns")
+    for run in runs:
+      if turn in turns:
+        mask[run] = 0
+      turn += 1
+    segments.append(dataclasses.replace(
+        segment, sample=dataclasses.replace(segment.sample, loss_mask=mask)))
+  return dataclasses.replace(trajectory, segments=tuple(segments))
 
 
 def demonstrator(config: DemonstrationConfig,
@@ -152,4 +177,5 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   """Memory use (`memory_stats`, ids being the game's objects) and the search: receptacles
   found empty before the first needed thing was seen."""
   stats, executed = memory_stats.memory_stats(trajectory, _ids)
-  return {**stats, "empty_searches": empty_searches(executed)}
+  return {**stats, "empty_searches": empty_searches(executed),
+          "refused": sum(o.startswith("Nothing happens") for _, o in executed)}

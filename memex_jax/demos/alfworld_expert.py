@@ -15,6 +15,12 @@ receptacle), a note of every receptacle's contents and of the actions done is wr
 working context no longer shows, it calls ReadExperience on the smallest block holding it, and
 the action then uses what it read.
 
+With `slip_rate` > 0 it sometimes slips first: it repeats its previous command, which the engine
+refuses ("Nothing happens."), and then goes on with a turn that notes the refusal. Demonstrations
+then show what to do after a refused command (evaluated SFT policies repeated refused commands
+in loops, a state no clean demonstration shows); the slipped turns are left out of the loss
+(`Demonstrator.slips`).
+
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
 """
@@ -22,21 +28,23 @@ it; `demos.alfworld` re-exports it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
-import re
-from typing import Any, Sequence
+from typing import Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.demos.alfworld_text import (abstract, compile_walkthrough, kind_of, listing_anchors,
+                                           mentions, notes_index, seen_items, tool_call)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.demos.search_prior import SearchPrior
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
 from memex_jax.envs.alfworld.instructions import THING_ID
-from memex_jax.memory import (COMPRESS, READ, AnchorError, TextTokenizer, extract_span,
-                              parse_status)
+from memex_jax.memory import COMPRESS, READ, TextTokenizer, parse_status
 
 _PLAN_SHOWN = 6  # Plan steps a progress state spells out.
+_REFUSED = "Nothing happens"  # The engine's reply to a command it refuses.
+# Commands the engine refuses when repeated at once: already there, open, held, put down.
+_SLIPPABLE = ("go", "open", "take", "move")
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
 
 
@@ -50,92 +58,18 @@ class DemonstrationConfig:
     prior: where object types are found, estimated from the training games only
       (`search_prior.estimate`); the expert searches the likeliest receptacles first. None:
       every receptacle is as likely (a random search order).
+    slip_rate: the chance, at each environment action after a go, open, take or move, that
+      the expert first repeats that command (refused by the engine) and then recovers.
   """
 
   agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
   env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
   prior: SearchPrior | None = None
+  slip_rate: float = 0.0
 
-
-def _mentions(text: str, thing_id: str) -> bool:
-  return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
-
-
-def kind_of(thing_id: str) -> str:
-  """The type of an id ('drawer 1' -> 'drawer')."""
-  return thing_id.rsplit(" ", 1)[0]
-
-
-def _abstract(command: str) -> str:
-  """A command with ids replaced by types: the plan without the exact ids."""
-  return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
-
-
-def seen_items(observation: str) -> list[str]:
-  """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
-  _, _, listed = observation.partition("you see ")
-  return re.findall(r"\ban? ([a-z]+ \d+)", listed)
-
-
-def _notes_index(current: Sequence[tuple[str, str]], segment: int) -> str:
-  """The notes' index, named by the first and last receptacle the segment visited
-  ('notes_cabinet_4_to_shelf_2'), as the paper's indices name their content.
-
-  A name copied from the segment's own commands: a 135M policy that had to count archived
-  notes ('notes_<k>') reused an archived index in 19 of 22 rejected compressions.
-  """
-  visited = list(dict.fromkeys(
-      (THING_ID.findall(c) or [""])[-1] for c, _ in current
-      if c.split(" ")[0] in ("go", "open", "examine")))
-  if not visited:
-    return f"notes_{segment}"
-  ends = visited[:1] + visited[1:][-1:]
-  return "notes_" + "_to_".join(v.replace(" ", "_") for v in ends)
-
-
-def _compile(walkthrough: Sequence[str]) -> list[tuple[str, str]]:
-  """The walkthrough as steps: ("take" | "use", the planned object id) where it fetches a thing,
-  ("do", command) otherwise.
-
-  A fetch drops the walkthrough's own way to the thing (its `go to` and `open`): the expert
-  fetches what it has seen, or searches. Commands the walkthrough does where it fetched go back
-  there first.
-  """
-  steps: list[tuple[str, str]] = []
-  at = None
-  for command in walkthrough:
-    verb, ids = command.split(" ")[0], THING_ID.findall(command)
-    if verb in ("take", "use"):
-      for way in (f"open {at}", f"go to {at}"):
-        if steps and steps[-1] == ("do", way):
-          steps.pop()
-      steps.append((verb, ids[0]))
-      continue
-    if steps and steps[-1][0] != "do" and verb != "go" and at:
-      steps.append(("do", f"go to {at}"))
-    if verb == "go":
-      at = ids[0]
-    steps.append(("do", command))
-  return steps
-
-
-def _call(reasoning: str, name: str, **arguments: Any) -> str:
-  return (f"{reasoning}\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n"
-          "</tool_call>")
-
-
-def _listing_anchors(working: str, listing: str) -> dict[str, str] | None:
-  """Anchors that select the look listing, in one fixed form a policy can copy: the engine's
-  listing phrase, the first receptacle listed and the last one with its full stop; None where
-  they do not select exactly `listing` (the phrase shown twice)."""
-  items = seen_items(listing)
-  if len(items) < 2:
-    return None
-  anchors = {"start_anchor": LISTING, "mid_anchor": items[0], "end_anchor": f"{items[-1]}."}
-  try:
-    return anchors if extract_span(working, *anchors.values()) == listing else None
-  except AnchorError:
-    return None
+  def __post_init__(self):
+    if not 0.0 <= self.slip_rate < 1.0:
+      raise ValueError(f"slip_rate={self.slip_rate} must be in [0, 1)")
 
 
 class Demonstrator:
@@ -143,9 +77,9 @@ class Demonstrator:
 
   def __init__(self, walkthrough: Sequence[str], config: DemonstrationConfig, rng: random.Random,
                tokenizer: TextTokenizer):
-    self._steps = _compile(walkthrough)
+    self._steps = compile_walkthrough(walkthrough)
     self._config, self._rng, self._tokenizer = config, rng, tokenizer
-    self._expected: tuple[str, str] | None = None  # (memory tool, what its reply must start with)
+    self._expected: tuple[str, str] | None = None  # (the call, what its reply must start with)
     self._step_at = 0
     self._queue: list[str] = [LOOK]
     self._receptacles: list[str] = []  # The look listing, in search-tie order.
@@ -165,15 +99,20 @@ class Demonstrator:
     self._log: list[tuple[int, str, str]] = []  # (segment, command, observation)
     self._blocks: dict[str, str] = {}  # index -> archived content
     self._segment = 0
+    self.slips: list[int] = []  # The turns (from 0, over the episode) that slipped.
+    self._turns = 0
+    self._slipped: str | None = None  # A slip whose refusal the next action notes.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
   def __call__(self, context: str) -> str:
+    self._turns += 1
     working = context.split(IM_END, 2)[2]
     latest = tool_response_body(working) or ""
     if self._expected and not latest.startswith(self._expected[1]):
-      raise DemonstrationError(f"{self._expected[0]} was rejected: {latest[:300]}")
+      raise DemonstrationError(f"{self._expected[0]} got an unexpected reply (wanted "
+                               f"{self._expected[1][:40]!r}...): {latest[:300]}")
     self._expected = None
     if self._awaiting is not None:
       self._record(self._awaiting, latest)
@@ -184,23 +123,40 @@ class Demonstrator:
     if status and status.over and not self._read:
       return self._compress(working)
     command = self._next_command()
-    missing = [i for i in self._needed_ids(command) if not _mentions(working, i)]
+    missing = [i for i in self._needed_ids(command) if not mentions(working, i)]
     readable = {index: content for index, content in self._blocks.items()
-                if content not in working and any(_mentions(content, i) for i in missing)}
+                if content not in working and any(mentions(content, i) for i in missing)}
     if readable:
-      self._read = min(readable, key=lambda k: (-sum(_mentions(readable[k], i) for i in missing),
+      self._read = min(readable, key=lambda k: (-sum(mentions(readable[k], i) for i in missing),
                                                 len(readable[k])))
       self._expected = (READ, self._blocks[self._read])
-      return _call(f"I need the exact id of the {' and the '.join(map(kind_of, missing))}; it is "
-                   f"archived under {self._read}, so I read it back instead of searching again.",
-                   READ, index=self._read)
+      kinds = " and the ".join(map(kind_of, missing))
+      return tool_call(f"I need the exact id of the {kinds}; it is archived under {self._read}, "
+                       "so I read it back instead of searching again.", READ, index=self._read)
+    slip = self._slip()
+    if slip:
+      self.slips.append(self._turns - 1)
+      self._expected, self._slipped = (f"the slip {slip!r}", _REFUSED), slip
+      return tool_call(f"Next: {slip}.", "execute", command=slip)
     self._queue.pop(0)
     self._awaiting = command
     reason = self._reason(command)
     if self._read:
       first = reason[0] if reason.startswith("I ") else reason[0].lower()
-      reason, self._read = f"From {self._read}: {first}{reason[1:]}", None
-    return _call(reason, "execute", command=command)
+      reason, self._read, self._slipped = f"From {self._read}: {first}{reason[1:]}", None, None
+    elif self._slipped:
+      reason, self._slipped = f"Nothing happened: {self._slipped} was already done. {reason}", None
+    return tool_call(reason, "execute", command=command)
+
+  def _slip(self) -> str | None:
+    """With chance `slip_rate`, the previous command again (not twice running, not after a
+    read or a compression): the engine refuses it and changes nothing."""
+    if not self._config.slip_rate or self._read or self._slipped or not self._log:
+      return None
+    segment, previous, _ = self._log[-1]
+    if segment != self._segment or previous.split(" ")[0] not in _SLIPPABLE:
+      return None  # Only a command the context still shows.
+    return previous if self._rng.random() < self._config.slip_rate else None
 
   # What to do next.
 
@@ -263,12 +219,12 @@ class Demonstrator:
   def _record(self, command: str, observation: str) -> None:
     verb = command.split(" ")[0]
     ids = THING_ID.findall(command)
-    if observation.startswith("Nothing happens") and verb == "go":
+    if observation.startswith(_REFUSED) and verb == "go":
       # Receptacles sharing a spot cannot be gone to from each other: examine it from here.
       if command == f"go to {self._visit}":
         self._queue.insert(0, f"examine {self._visit}")
       return
-    if observation.startswith("Nothing happens") or not observation:
+    if observation.startswith(_REFUSED) or not observation:
       raise DemonstrationError(f"{command!r} failed: {observation!r}")
     self._log.append((self._segment, command, observation))
     if command == LOOK:
@@ -356,19 +312,19 @@ class Demonstrator:
     looked = [obs for c, obs in current if c == LOOK]
     if looked and "room_listing" not in self._blocks:
       listing = looked[0][looked[0].index(LISTING):]
-      anchors = _listing_anchors(working, listing)
+      anchors = listing_anchors(working, listing)
       if anchors:
         blocks.append({"index": "room_listing",
                        "description": "receptacle ids in the room (look, verbatim)", **anchors})
         self._blocks["room_listing"] = listing
     found = [k for k in self._needed_kinds if any(kind_of(t) == k for t in self._where) or
              any(kind_of(t) == k for t in self._taken)]
-    remaining = [_abstract(c) for c in self._queue]
+    remaining = [abstract(c) for c in self._queue]
     if self._searching:  # A search that just saw its kind goes on to take (or use) it.
       kind, op = self._searching, self._steps[self._step_at][0]
       remaining.append(f"{op} the {kind} I found" if self._untaken(kind) else
                        f"search the likeliest unsearched places for a {kind}")
-    remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else _abstract(arg)
+    remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else abstract(arg)
                   for op, arg in self._steps[self._step_at + bool(self._searching):]]
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
@@ -376,14 +332,14 @@ class Demonstrator:
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
-    index = self._new_index(_notes_index(current, self._segment))
+    index = self._new_index(notes_index(current, self._segment))
     for brief in (False, True):  # Brief notes name only what the task needs.
       notes = self._notes(current, brief)
-      turn = _call("The working context is over the threshold: I archive "
-                   f"{'the listing and ' if blocks else ''}my notes of what I saw and did, and "
-                   "keep a short plan.", COMPRESS, summary=summary,
-                   db_blocks=blocks + [{"index": index, "description": "receptacle contents "
-                                        "and actions done (exact ids)", "db_content": notes}])
+      turn = tool_call("The working context is over the threshold: I archive "
+                       f"{'the listing and ' if blocks else ''}my notes of what I saw and did, "
+                       "and keep a short plan.", COMPRESS, summary=summary,
+                       db_blocks=blocks + [{"index": index, "description": "receptacle contents "
+                                            "and actions done (exact ids)", "db_content": notes}])
       size = len(self._tokenizer.encode(turn)) + 1  # + <|im_end|>
       if size <= self._config.agent.max_turn_tokens:
         self._blocks[index] = notes

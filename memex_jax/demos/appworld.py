@@ -130,4 +130,4 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   """Memory use (`memory_stats`, ids being the `app.api` names); the expert never searches."""
   stats, _ = memory_stats.memory_stats(
       trajectory, lambda text: {".".join(m) for m in _API_NAME.findall(text)})
-  return {**stats, "empty_searches": 0}
+  return {**stats, "empty_searches": 0, "refused": 0}

@@ -147,6 +147,7 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
           [s["anchor_blocks"] > 0 and s["explicit_blocks"] > 0 for s in stats]),
       "share_with_empty_search": mean([s["empty_searches"] > 0 for s in stats]),
       "mean_empty_searches": mean([s["empty_searches"] for s in stats]),
+      "mean_refused": mean([s["refused"] for s in stats]),
       "mean_steps": mean([m["steps"] for m in metrics]),
       "mean_tokens": mean([m["total_tokens"] for m in metrics]),
       "mean_segments": mean([m["num_segments"] for m in metrics]),
@@ -219,7 +220,8 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
       done.append(result)
   summary = _summarize(done, failed)
   with open(os.path.join(out, SUMMARY), "w") as f:
-    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent), **summary}, f, indent=1,
+    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent),
+               "slip_rate": getattr(config, "slip_rate", 0.0), **summary}, f, indent=1,
               default=str)
   return summary
 
@@ -243,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--max-turn-tokens", type=int, default=preset.max_turn_tokens,
                       help="cap on one turn, the evaluated agent's: a longer CompressExperience "
                       "turn falls back to brief notes, or fails the demonstration")
+  parser.add_argument("--slip-rate", type=float, default=0.0,
+                      help="chance per action that the expert first repeats its previous "
+                      "command, refused by the engine, and recovers (slips are not trained on)")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
                       "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
@@ -254,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold,
                              prompt_style=args.prompt_style,
                              max_turn_tokens=args.max_turn_tokens),
-      prior=prior)
+      prior=prior, slip_rate=args.slip_rate)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

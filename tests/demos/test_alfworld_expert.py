@@ -1,11 +1,13 @@
 """The scripted expert searches as a policy could: likeliest unsearched places first, no
 revisits, and it takes the first thing of the kind it needs as soon as it sees it."""
 
+import dataclasses
+
 import pytest
 
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
-from memex_jax.demos.alfworld_expert import kind_of, seen_items
+from memex_jax.demos.alfworld_text import kind_of, seen_items
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LISTING
 
@@ -103,3 +105,36 @@ def test_notes_are_named_by_the_first_and_last_receptacle_their_segment_visited(
           named += 1
     assert len(indices) == len(set(indices)), (game, seed, indices)
   assert named >= 1  # the small games compress rarely (twice in all when written)
+
+
+
+def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
+    small_root, renderer, demonstration_config, demonstration_env):
+  config = dataclasses.replace(demonstration_config, slip_rate=0.5)
+  slipped = 0
+  for game in games.find_games(small_root, "valid_seen"):
+    trajectory = demos.make_demonstration(game, renderer, config, 0, demonstration_env)
+    assert trajectory.metrics.success, game
+    executed = _executed(trajectory)
+    repeats = [n for n in range(1, len(executed)) if executed[n][0] == executed[n - 1][0]]
+    for n in repeats:  # refused; the next action (the winning one has no stored reply) differs
+      assert executed[n][1].startswith("Nothing happens"), (game, executed[n])
+      assert n + 1 == len(executed) or executed[n + 1][0] != executed[n][0]
+    assert demos.demonstration_stats(trajectory)["refused"] >= len(repeats)
+    for segment in trajectory.segments:
+      ids, mask = segment.sample.token_ids, segment.sample.loss_mask
+      context = renderer.tokenizer.decode(ids.tolist())
+      trained = renderer.tokenizer.decode(ids[mask > 0].tolist())
+      turns = [m.content for m in segment.messages if m.role == "assistant"]
+      slips = [t for t in turns if t.startswith("Next: ")]
+      for turn in slips:  # in the context, not in the loss
+        assert turn in context and turn not in trained, (game, turn)
+      for turn in turns:
+        if turn not in slips:  # every other turn is trained on
+          assert turn.split("<tool_call>")[0] in trained, (game, turn)
+      slipped += len(slips)
+      # Each slip is followed by a turn that notes the refusal (or compresses first).
+      for turn, after in zip(turns, turns[1:]):
+        if turn in slips:
+          assert after.startswith("Nothing happened: ") or "CompressExperience" in after
+  assert slipped >= 2

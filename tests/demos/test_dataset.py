@@ -228,18 +228,20 @@ def test_appworld_demonstrations_in_the_same_format(worlds, tmp_path):
     assert all(json.loads(line)["metrics"]["success"] for line in f)
 
 
-def test_cli_records_demonstrations_under_the_compact_prompt_and_turn_cap(small_root, search_prior,
-                                                                         tmp_path):
+def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_and_slips(
+    small_root, search_prior, tmp_path):
   prior = str(tmp_path / "search_prior.json")
   search_prior.save(prior)
   out = str(tmp_path / "demos")
   with contextlib.redirect_stdout(io.StringIO()):
     dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
                       "--workers", "1", "--shards", "1", "--prior", prior,
-                      "--prompt-style", "compact", "--max-turn-tokens", "300"])
+                      "--prompt-style", "compact", "--max-turn-tokens", "300",
+                      "--slip-rate", "0.5"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
     summary = json.load(f)
   assert summary["agent"]["prompt_style"] == "compact"
+  assert summary["slip_rate"] == 0.5 and summary["mean_refused"] >= 1
   assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]

@@ -1,0 +1,94 @@
+"""ALFWorld text as the scripted expert reads and writes it: ids and their types, what an
+observation lists, the walkthrough as steps, notes' names, anchors and tool calls."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from memex_jax.envs.alfworld.env import LISTING
+from memex_jax.envs.alfworld.instructions import THING_ID
+from memex_jax.memory import AnchorError, extract_span
+
+
+def mentions(text: str, thing_id: str) -> bool:
+  """Whether `text` names the id as a whole ('cup 1' is not in 'cup 12')."""
+  return re.search(rf"\b{re.escape(thing_id)}\b", text) is not None
+
+
+def kind_of(thing_id: str) -> str:
+  """The type of an id ('drawer 1' -> 'drawer')."""
+  return thing_id.rsplit(" ", 1)[0]
+
+
+def abstract(command: str) -> str:
+  """A command with ids replaced by types: the plan without the exact ids."""
+  return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
+
+
+def seen_items(observation: str) -> list[str]:
+  """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
+  _, _, listed = observation.partition("you see ")
+  return re.findall(r"\ban? ([a-z]+ \d+)", listed)
+
+
+def notes_index(current: Sequence[tuple[str, str]], segment: int) -> str:
+  """The notes' index, named by the first and last receptacle the segment visited
+  ('notes_cabinet_4_to_shelf_2'), as the paper's indices name their content.
+
+  A name copied from the segment's own commands: a 135M policy that had to count archived
+  notes ('notes_<k>') reused an archived index in 19 of 22 rejected compressions.
+  """
+  visited = list(dict.fromkeys(
+      (THING_ID.findall(c) or [""])[-1] for c, _ in current
+      if c.split(" ")[0] in ("go", "open", "examine")))
+  if not visited:
+    return f"notes_{segment}"
+  ends = visited[:1] + visited[1:][-1:]
+  return "notes_" + "_to_".join(v.replace(" ", "_") for v in ends)
+
+
+def compile_walkthrough(walkthrough: Sequence[str]) -> list[tuple[str, str]]:
+  """The walkthrough as steps: ("take" | "use", the planned object id) where it fetches a thing,
+  ("do", command) otherwise.
+
+  A fetch drops the walkthrough's own way to the thing (its `go to` and `open`): the expert
+  fetches what it has seen, or searches. Commands the walkthrough does where it fetched go back
+  there first.
+  """
+  steps: list[tuple[str, str]] = []
+  at = None
+  for command in walkthrough:
+    verb, ids = command.split(" ")[0], THING_ID.findall(command)
+    if verb in ("take", "use"):
+      for way in (f"open {at}", f"go to {at}"):
+        if steps and steps[-1] == ("do", way):
+          steps.pop()
+      steps.append((verb, ids[0]))
+      continue
+    if steps and steps[-1][0] != "do" and verb != "go" and at:
+      steps.append(("do", f"go to {at}"))
+    if verb == "go":
+      at = ids[0]
+    steps.append(("do", command))
+  return steps
+
+
+def tool_call(reasoning: str, name: str, **arguments: Any) -> str:
+  return (f"{reasoning}\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n"
+          "</tool_call>")
+
+
+def listing_anchors(working: str, listing: str) -> dict[str, str] | None:
+  """Anchors that select the look listing, in one fixed form a policy can copy: the engine's
+  listing phrase, the first receptacle listed and the last one with its full stop; None where
+  they do not select exactly `listing` (the phrase shown twice)."""
+  items = seen_items(listing)
+  if len(items) < 2:
+    return None
+  anchors = {"start_anchor": LISTING, "mid_anchor": items[0], "end_anchor": f"{items[-1]}."}
+  try:
+    return anchors if extract_span(working, *anchors.values()) == listing else None
+  except AnchorError:
+    return None
