@@ -9,7 +9,8 @@ up to split evenly over it; a game starts as soon as one ends, and turns are dec
 `config.chunk_tokens` ids, so one long turn holds no other episode. Every episode's trajectory
 (conversation, memory store, metrics) is appended to `trajectories/<split>_<regime>.jsonl` as it
 ends, so a stopped evaluation keeps what it played and the same command plays the rest. Prints a
-table with standard errors and writes `evaluation.json` and `evaluation.png` under the workdir.
+table with standard errors and writes `evaluation.json` (with each split and regime's census of
+calls, errors and observations: `agent.census`) and `evaluation.png` under the workdir.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tqdm
 
 from memex_jax import parallel
 from memex_jax import runs
-from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, records, run_episodes
+from memex_jax.agent import AgentConfig, ChatRenderer, EpisodeSpec, census, records, run_episodes
 from memex_jax.envs import families
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.models.policy import load_policy, serving_view
@@ -96,7 +97,7 @@ def main(argv) -> None:
       mesh=mesh)
   print(f"decoding {slots} episodes at a time on a {dict(mesh.shape)} mesh")
   renderer = runs.from_section(ChatRenderer, c.chat, "config.chat", tokenizer=tokenizer)
-  rows, results = [], {}
+  rows, results, counted = [], {}, {}
   family, pool_options = runs.from_section(families.select, c.env, "config.env")
   sizes = {split: runs.from_section(family.split_size, {}, "config.splits", split=split)
            for split in c.splits}  # checked before any engine starts
@@ -110,12 +111,14 @@ def main(argv) -> None:
                           out / "trajectories" / f"{split}_{regime}.jsonl", family.instructions)
         summary = records.summarize([r["metrics"] for r in played])
         results[f"{split}/{regime}"] = summary
+        counted[f"{split}/{regime}"] = census.take_census(
+            played, c.agent.get("env_tool", AgentConfig.env_tool)).as_dict()
         rows.append({"label": f"{split}\n{regime}", **summary})
   finally:
     pool.close()
   stats = dataclasses.asdict(sampler.stats)  # this process's decoding (a resumed run: its part)
   (out / "evaluation.json").write_text(json.dumps(
-      {"checkpoint": c.checkpoint, "results": results, "sampler": stats,
+      {"checkpoint": c.checkpoint, "results": results, "census": counted, "sampler": stats,
        "compiles": {**dataclasses.asdict(compiled), "seconds": compiled.seconds}}, indent=1))
   print(f"\n{'split/regime':28s} {'success':>15s} {'steps':>7s} {'peak_work':>9s} "
         f"{'compress':>8s} {'read':>6s}")

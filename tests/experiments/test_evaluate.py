@@ -26,6 +26,8 @@ def test_evaluates_packaged_weights_data_parallel_and_writes_table_json_and_plot
   assert summary["steps"] == 1.0 and summary["finish_max_steps"] == 1.0
   assert 0 < summary["generated_tokens"] <= 8 and summary["peak_working"] > 0
   assert report["sampler"]["generated_tokens"] == 2 * summary["generated_tokens"]
+  counted = report["census"]["valid_seen/memex"]
+  assert counted["episodes"] == 2 and sum(counted["calls"].values()) == 2  # one turn each
   assert (workdir / "evaluation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
