@@ -110,6 +110,8 @@ def test_notes_are_named_by_the_first_and_last_receptacle_their_segment_visited(
 
 def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
     small_root, renderer, demonstration_config, demonstration_env):
+  with pytest.raises(ValueError, match="slip_rate=1.0 must be in"):
+    dataclasses.replace(demonstration_config, slip_rate=1.0)
   config = dataclasses.replace(demonstration_config, slip_rate=0.5)
   slipped = 0
   for game in games.find_games(small_root, "valid_seen"):
