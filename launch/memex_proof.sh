@@ -20,13 +20,15 @@
 # COMPRESS_WEIGHT (1) weighs the CompressExperience turns in the SFT loss
 # (config.compress_weight) and SFT_DECAY_STEPS (130) the steps over which the SFT's rate
 # falls along a cosine to a tenth of its peak (config.optim.decay_steps; 0 keeps it constant).
+# SLIP_RATE (0) is the chance per action that the expert first repeats a command the engine
+# refuses and then recovers (demos.dataset --slip-rate; the slips are not trained on).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
-  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES)"
+  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -97,7 +99,7 @@ stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworl
   --num "${TRAIN_GAMES}" --seed 0
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
-  --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}"
+  --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"
