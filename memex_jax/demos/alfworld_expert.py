@@ -34,7 +34,7 @@ from typing import Sequence
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.demos.alfworld_text import (abstract, compile_walkthrough, kind_of, listing_anchors,
-                                           mentions, notes_index, seen_items, tool_call)
+                                           mentions, seen_items, tool_call)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.demos.search_prior import SearchPrior
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
@@ -332,7 +332,9 @@ class Demonstrator:
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
-    index = self._new_index(notes_index(current, self._segment))
+    # Counted, not named by content: notes named by the receptacles their segment visited did
+    # worse in two SFT runs (results/memex_cpu/2026-12-05e): fewer compressions accepted.
+    index = self._new_index(f"notes_{self._segment}")
     for brief in (False, True):  # Brief notes name only what the task needs.
       notes = self._notes(current, brief)
       turn = tool_call("The working context is over the threshold: I archive "

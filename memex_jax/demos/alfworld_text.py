@@ -1,5 +1,5 @@
 """ALFWorld text as the scripted expert reads and writes it: ids and their types, what an
-observation lists, the walkthrough as steps, notes' names, anchors and tool calls."""
+observation lists, the walkthrough as steps, anchors and tool calls."""
 
 from __future__ import annotations
 
@@ -31,22 +31,6 @@ def seen_items(observation: str) -> list[str]:
   """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
   _, _, listed = observation.partition("you see ")
   return re.findall(r"\ban? ([a-z]+ \d+)", listed)
-
-
-def notes_index(current: Sequence[tuple[str, str]], segment: int) -> str:
-  """The notes' index, named by the first and last receptacle the segment visited
-  ('notes_cabinet_4_to_shelf_2'), as the paper's indices name their content.
-
-  A name copied from the segment's own commands: a 135M policy that had to count archived
-  notes ('notes_<k>') reused an archived index in 19 of 22 rejected compressions.
-  """
-  visited = list(dict.fromkeys(
-      (THING_ID.findall(c) or [""])[-1] for c, _ in current
-      if c.split(" ")[0] in ("go", "open", "examine")))
-  if not visited:
-    return f"notes_{segment}"
-  ends = visited[:1] + visited[1:][-1:]
-  return "notes_" + "_to_".join(v.replace(" ", "_") for v in ends)
 
 
 def compile_walkthrough(walkthrough: Sequence[str]) -> list[tuple[str, str]]:

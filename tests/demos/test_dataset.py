@@ -140,7 +140,7 @@ def test_replayed_demonstrations_win_cleanly_with_the_stored_ids(
     assert m.success and m.finish_reason == "env_done", record["game"]
     assert m.num_malformed == 0 and (m.p_redundancy, m.p_format) == (0, 0)
     _assert_over_threshold_only_right_after_a_read(replay)
-    assert m.p_context < 1e-3
+    assert m.p_context < 0.05  # paid only by those executes right after a read
     assert [s.token_ids.tolist() for s in replay.samples] == [s["token_ids"] for s in stored]
     assert [s.loss_mask.tolist() for s in replay.samples] == [s["loss_mask"] for s in stored]
     assert replay.memory == record["memory"]
