@@ -19,7 +19,8 @@ With `slip_rate` > 0 it sometimes slips first: it repeats its previous command, 
 refuses ("Nothing happens."), and then goes on with a turn that notes the refusal. Demonstrations
 then show what to do after a refused command (evaluated SFT policies repeated refused commands
 in loops, a state no clean demonstration shows); the slipped turns are left out of the loss
-(`Demonstrator.slips`).
+(`Demonstrator.slips`). Measured once, at 0.2, it hurt: the policy copied the command that the
+recovery turn names into its next call (results/memex_cpu/2026-12-05e), so it is off by default.
 
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
