@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
   args = parser.parse_args(argv)
   found = records.read_records(args.path)
   if args.census:
+    if not found:
+      print(f"{args.path} has no records", file=sys.stderr)
+      return 2
     print(census.render_census(census.take_census(found)), end="")
     return 0
   if args.won:

@@ -66,3 +66,5 @@ def test_show_prints_the_census(renderer, tmp_path, capsys):
   assert out.startswith("2 episodes, 0 won; finished by ")
   assert "| CompressExperience | 2 | 1.00 | 1 | 0 |" in out
   assert "- 3 x \"Unknown command 'dance'" in out
+  assert show.main([str(tmp_path / "missing.jsonl"), "--census"]) == 2
+  assert "has no records" in capsys.readouterr().err
