@@ -126,9 +126,10 @@ def untrained_turns(trajectory: Trajectory, turns: Sequence[int]) -> Trajectory:
     mask = segment.sample.loss_mask.copy()
     trained = np.flatnonzero(mask)
     runs = np.split(trained, np.flatnonzero(np.diff(trained) > 1) + 1) if trained.size else []
-    if len(runs) != sum(m.role == "assistant" for m in segment.messages):
+    assistant_turns = sum(m.role == "assistant" for m in segment.messages)
+    if len(runs) != assistant_turns:  # Then a run is not a turn: nothing to mask by number.
       raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
-                               "its assistant turns")
+                               f"{assistant_turns} assistant turns")
     for run in runs:
       if turn in turns:
         mask[run] = 0
