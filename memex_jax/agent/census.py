@@ -39,6 +39,8 @@ class Census:
     observations: the first line of an env tool's reply -> replies.
     over_threshold: tool name (or MALFORMED) -> turns taken while the last context status
       before them had the working context over the threshold.
+    repeats: env tool calls whose arguments equal the episode's previous env call's (a
+      policy stuck on a command, whatever the turns between).
   """
 
   episodes: int = 0
@@ -49,6 +51,7 @@ class Census:
   rejections: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   observations: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   over_threshold: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  repeats: int = 0
 
   def as_dict(self) -> dict[str, Any]:
     """JSON-able: each counter as a dict, commonest first."""
@@ -72,7 +75,10 @@ def _rejection_kinds(reply: str) -> list[str]:
           for problem in problems]
 
 
-def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_tool: str) -> None:
+def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_tool: str,
+                   previous: Any) -> Any:
+  """Counts one segment's turns; `previous` is the arguments of the episode's last env call
+  before it, and the segment's last is returned."""
   over = False
   for position, message in enumerate(messages):
     if message["role"] != "assistant":
@@ -83,6 +89,9 @@ def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_to
     name = call.name if call else MALFORMED
     census.calls[name] += 1
     census.over_threshold[name] += over
+    if name == env_tool:
+      census.repeats += call.arguments == previous
+      previous = call.arguments
     if call is None or position + 1 == len(messages):
       continue  # no reply here: an accepted compression ended the segment, or the episode ended
     reply = _reply_text(messages[position + 1]["content"])
@@ -92,6 +101,7 @@ def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_to
         census.rejections.update(_rejection_kinds(reply))
     elif name == env_tool:
       census.observations[reply.splitlines()[0] if reply else ""] += 1
+  return previous
 
 
 def take_census(records: Sequence[Mapping[str, Any]], env_tool: str = "execute") -> Census:
@@ -102,8 +112,9 @@ def take_census(records: Sequence[Mapping[str, Any]], env_tool: str = "execute")
     out.episodes += 1
     out.won += bool(record["metrics"]["success"])
     out.finish[record["metrics"]["finish_reason"]] += 1
+    previous = None
     for segment in record["segments"]:
-      _count_segment(out, segment, env_tool)
+      previous = _count_segment(out, segment, env_tool, previous)
   return out
 
 
@@ -124,6 +135,7 @@ def render_census(c: Census, top: int = 5) -> str:
                  f"{c.over_threshold[name]} |")
   lines.append(f"| all | {turns} | {turns / max(c.episodes, 1):.2f} | "
                f"{sum(c.errors.values())} | {sum(c.over_threshold.values())} |")
+  lines += ["", f"{c.repeats} env calls repeated the episode's previous env call word for word."]
   if c.rejections:
     lines += ["", f"Rejected {COMPRESS} blocks, by problem:"]
     lines += [f"- {n} x {kind}" for kind, n in c.rejections.most_common(top)]

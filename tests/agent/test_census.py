@@ -50,6 +50,7 @@ def test_the_census_counts_each_call_its_errors_and_the_commonest_observations(r
   assert found.observations.most_common(1)[0][0].startswith("Unknown command 'dance'")
   assert sum(found.observations.values()) == 7
   assert sum(found.over_threshold.values()) == 0
+  assert found.repeats == 1  # the second "dance", three turns after the first
 
 
 def test_turns_over_the_threshold_are_counted_by_call(renderer):
@@ -66,5 +67,6 @@ def test_show_prints_the_census(renderer, tmp_path, capsys):
   assert out.startswith("2 episodes, 0 won; finished by ")
   assert "| CompressExperience | 2 | 1.00 | 1 | 0 |" in out
   assert "- 3 x \"Unknown command 'dance'" in out
+  assert "1 env calls repeated the episode's previous env call word for word." in out
   assert show.main([str(tmp_path / "missing.jsonl"), "--census"]) == 2
   assert "has no records" in capsys.readouterr().err
