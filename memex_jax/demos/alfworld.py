@@ -19,16 +19,15 @@ import os
 import random
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
 from memex_jax.demos import memory_stats
 from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
-from memex_jax.demos.alfworld_text import kind_of, seen_items
+from memex_jax.demos.alfworld_text import REFUSED, kind_of, seen_items
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
 from memex_jax.envs.alfworld.instructions import THING_ID
+from memex_jax.rl.sample import trained_runs
 
 __all__ = [
     "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
@@ -124,8 +123,7 @@ def untrained_turns(trajectory: Trajectory, turns: Sequence[int]) -> Trajectory:
   segments, turn = [], 0
   for segment in trajectory.segments:
     mask = segment.sample.loss_mask.copy()
-    trained = np.flatnonzero(mask)
-    runs = np.split(trained, np.flatnonzero(np.diff(trained) > 1) + 1) if trained.size else []
+    runs = trained_runs(mask)
     assistant_turns = sum(m.role == "assistant" for m in segment.messages)
     if len(runs) != assistant_turns:  # Then a run is not a turn: nothing to mask by number.
       raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
@@ -179,4 +177,4 @@ def demonstration_stats(trajectory: Trajectory) -> dict[str, Any]:
   found empty before the first needed thing was seen."""
   stats, executed = memory_stats.memory_stats(trajectory, _ids)
   return {**stats, "empty_searches": empty_searches(executed),
-          "refused": sum(o.startswith("Nothing happens") for _, o in executed)}
+          "refused": sum(o.startswith(REFUSED) for _, o in executed)}

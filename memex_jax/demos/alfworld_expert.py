@@ -34,8 +34,8 @@ from typing import Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
-from memex_jax.demos.alfworld_text import (abstract, compile_walkthrough, kind_of, listing_anchors,
-                                           mentions, seen_items, tool_call)
+from memex_jax.demos.alfworld_text import (REFUSED, abstract, compile_walkthrough, kind_of,
+                                           listing_anchors, mentions, seen_items, tool_call)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.demos.search_prior import SearchPrior
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
@@ -43,7 +43,6 @@ from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import COMPRESS, READ, TextTokenizer, parse_status
 
 _PLAN_SHOWN = 6  # Plan steps a progress state spells out.
-_REFUSED = "Nothing happens"  # The engine's reply to a command it refuses.
 # Commands the engine refuses when repeated at once: already there, open, held, put down.
 _SLIPPABLE = ("go", "open", "take", "move")
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
@@ -137,7 +136,7 @@ class Demonstrator:
     slip = self._slip()
     if slip:
       self.slips.append(self._turns - 1)
-      self._expected, self._slipped = (f"the slip {slip!r}", _REFUSED), slip
+      self._expected, self._slipped = (f"the slip {slip!r}", REFUSED), slip
       return tool_call(f"Next: {slip}.", "execute", command=slip)
     self._queue.pop(0)
     self._awaiting = command
@@ -220,12 +219,12 @@ class Demonstrator:
   def _record(self, command: str, observation: str) -> None:
     verb = command.split(" ")[0]
     ids = THING_ID.findall(command)
-    if observation.startswith(_REFUSED) and verb == "go":
+    if observation.startswith(REFUSED) and verb == "go":
       # Receptacles sharing a spot cannot be gone to from each other: examine it from here.
       if command == f"go to {self._visit}":
         self._queue.insert(0, f"examine {self._visit}")
       return
-    if observation.startswith(_REFUSED) or not observation:
+    if observation.startswith(REFUSED) or not observation:
       raise DemonstrationError(f"{command!r} failed: {observation!r}")
     self._log.append((self._segment, command, observation))
     if command == LOOK:

@@ -11,6 +11,8 @@ from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import AnchorError, extract_span
 
+REFUSED = "Nothing happens"  # How the engine answers a command it refuses.
+
 
 def mentions(text: str, thing_id: str) -> bool:
   """Whether `text` names the id as a whole ('cup 1' is not in 'cup 12')."""

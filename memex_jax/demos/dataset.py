@@ -36,6 +36,7 @@ from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.memory.tools import COMPRESS
 from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.rl.sample import trained_runs
 from memex_jax.tokenizers import Tokenizer
 
 SEGMENTS_PREFIX, TRAJECTORIES, SUMMARY = "segments", "trajectories.jsonl", "summary.json"
@@ -52,13 +53,11 @@ def compresses(record: dict[str, Any]) -> bool:
 
 def weigh_last_turn(mask: np.ndarray, weight: int) -> np.ndarray:
   """`mask` with its last run of trained tokens (the segment's last assistant turn) at `weight`."""
-  trained = np.flatnonzero(mask)
-  if not trained.size:
+  runs = trained_runs(mask)
+  if not runs:
     return mask
-  gaps = np.flatnonzero(np.diff(trained) > 1)
-  start = trained[gaps[-1] + 1] if gaps.size else trained[0]
   out = mask.copy()
-  out[start:trained[-1] + 1] *= weight
+  out[runs[-1]] *= weight
   return out
 
 

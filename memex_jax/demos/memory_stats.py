@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
 from memex_jax.agent import Trajectory, parse_turn, tool_response_body
 from memex_jax.memory import COMPRESS, READ, parse_status
+from memex_jax.rl.sample import trained_runs
 
 
 def memory_stats(trajectory: Trajectory,
@@ -23,8 +22,8 @@ def memory_stats(trajectory: Trajectory,
            "reads": 0, "reads_used": 0, "longest_turn": 0}
   executed = []
   for segment in trajectory.segments:
-    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, segment.sample.loss_mask, 0])))[::2]
-    stats["longest_turn"] = max(stats["longest_turn"], int(runs.max(initial=0)))
+    stats["longest_turn"] = max([stats["longest_turn"]] +
+                                [len(run) for run in trained_runs(segment.sample.loss_mask)])
     working = list(segment.messages[2:])
     seen, supplied = "", []
     for position, message in enumerate(working):

@@ -17,7 +17,7 @@ from memex_jax.rl.ppo import (TOKEN_ADVANTAGE_ESTIMATORS, ValueHead, actor_criti
                               actor_critic_params, actor_critic_step,
                               fill_old_logprobs_and_values, gae, gae_batch, init_value_head,
                               jit_actor_critic_step, logprobs_and_values, token_advantage_fn)
-from memex_jax.rl.sample import Sample, supervised_samples
+from memex_jax.rl.sample import Sample, supervised_samples, trained_runs
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "AdvantageResult", "LOGPROB_FIELDS", "LossConfig", "NORMALISATIONS",
@@ -25,7 +25,7 @@ __all__ = [
     "advantage_fn", "empty_batch", "estimate_advantages", "fill_logprobs", "grpo", "jit_sft_step",
     "jit_train_step", "learning_rate_schedule", "make_optimizer", "map_minibatches",
     "pack_samples", "policy_loss", "ppo_epochs", "sequence_mean_weights", "sft_loss",
-    "sft_nll_sum", "sft_step", "supervised_samples",
+    "sft_nll_sum", "sft_step", "supervised_samples", "trained_runs",
     "take_rows", "token_logprobs", "token_mean_weights", "train_step", "trajectory_mean_weights",
     "trajectory_rewards", "TOKEN_ADVANTAGE_ESTIMATORS", "ValueHead", "ValueLossConfig",
     "actor_critic_optimizer", "actor_critic_params", "actor_critic_step",

@@ -51,6 +51,13 @@ class Sample:
                          f"{n} token_ids")
 
 
+def trained_runs(loss_mask: np.ndarray) -> list[np.ndarray]:
+  """The positions of each run of trained tokens in `loss_mask` [T], in order: one per sampled
+  turn of a segment (its tool replies, never trained, separate them)."""
+  trained = np.flatnonzero(loss_mask)
+  return np.split(trained, np.flatnonzero(np.diff(trained) > 1) + 1) if trained.size else []
+
+
 def supervised_samples(examples) -> list[Sample]:
   """Samples of supervised examples ((token_ids, loss_mask) pairs): no rollout logprobs, no
   reward, one trajectory each, numbered in order."""

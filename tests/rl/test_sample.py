@@ -22,3 +22,9 @@ def test_supervised_examples_become_one_trajectory_each():
   assert all(s.reward == 0.0 and s.group_id == 0 for s in samples)
   np.testing.assert_array_equal(samples[0].loss_mask, [0, 1, 1])
   assert samples[1].token_ids.dtype == np.int32 and not samples[1].rollout_logprobs.any()
+
+
+def test_trained_runs_are_the_positions_of_each_turn():
+  runs = sample_lib.trained_runs(np.array([0, 1, 1, 0, 0, 4, 4, 4, 0, 1], np.int32))
+  assert [r.tolist() for r in runs] == [[1, 2], [5, 6, 7], [9]]
+  assert sample_lib.trained_runs(np.zeros(3, np.int32)) == []
