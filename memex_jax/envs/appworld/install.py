@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from memex_jax import paths
+
 APPWORLD_VERSION = "0.1.3.post1"
 BUILD_SCRIPT = pathlib.Path(__file__).with_name("build.py")
 _READY = "ready"  # marker file: present only after a complete install
@@ -27,8 +29,7 @@ _READY = "ready"  # marker file: present only after a complete install
 
 def cache_dir() -> pathlib.Path:
   """Where the venv and the engine's own files live."""
-  root = pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser()
-  return root / "appworld"
+  return paths.cache_root() / "appworld"
 
 
 def venv_python(cache: pathlib.Path | None = None) -> pathlib.Path:

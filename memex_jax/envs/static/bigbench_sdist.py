@@ -19,6 +19,8 @@ import tarfile
 import tempfile
 from typing import Any
 
+from memex_jax import paths
+
 BIGBENCH_VERSION = "1.0.0"
 # Task -> its task.json files (relative to bigbench/benchmark_tasks/); logical_deduction is a
 # composite of three subtasks, each with its own examples and prompt prefix.
@@ -30,11 +32,6 @@ BIGBENCH_TASK_FILES = {
     "strategyqa": ("strategyqa/task.json",),
 }
 _TASKS_IN_SDIST = f"bigbench-{BIGBENCH_VERSION}/bigbench/benchmark_tasks/"
-
-
-def default_cache_dir() -> pathlib.Path:
-  """`$MEMEX_JAX_CACHE`, else ~/.cache/memex_jax."""
-  return pathlib.Path(os.environ.get("MEMEX_JAX_CACHE", "~/.cache/memex_jax")).expanduser()
 
 
 def _download_sdist(dest: pathlib.Path) -> pathlib.Path:
@@ -75,14 +72,14 @@ def bigbench_task_json(task: str, cache_dir: pathlib.Path | None = None) -> list
 
   Args:
     task: a key of BIGBENCH_TASK_FILES.
-    cache_dir: where the extracted files are kept; default `default_cache_dir()`.
+    cache_dir: where the extracted files are kept; default `paths.cache_root()`.
 
   Returns:
     The task.json contents, in BIGBENCH_TASK_FILES order.
   """
   if task not in BIGBENCH_TASK_FILES:
     raise ValueError(f"unknown BIG-bench task {task!r}; known: {sorted(BIGBENCH_TASK_FILES)}")
-  root = (cache_dir or default_cache_dir()) / f"bigbench-{BIGBENCH_VERSION}"
+  root = (cache_dir or paths.cache_root()) / f"bigbench-{BIGBENCH_VERSION}"
   files = [root / rel for rel in BIGBENCH_TASK_FILES[task]]
   if not all(f.is_file() for f in files):
     archive = root / f"bigbench-{BIGBENCH_VERSION}.tar.gz"

@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 
+from memex_jax import paths
 from memex_jax.envs.static import bigbench_sdist
 
 
@@ -20,7 +21,7 @@ def test_cached_task_files_parse(bigbench_files):
 
 def test_corrupt_cached_file_names_itself(tmp_path, bigbench_files):
   bigbench_sdist.bigbench_task_json("object_counting")
-  source = bigbench_sdist.default_cache_dir() / f"bigbench-{bigbench_sdist.BIGBENCH_VERSION}"
+  source = paths.cache_root() / f"bigbench-{bigbench_sdist.BIGBENCH_VERSION}"
   shutil.copytree(source, tmp_path / source.name)
   broken = tmp_path / source.name / "object_counting" / "task.json"
   broken.write_text("{not json")
