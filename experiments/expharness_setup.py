@@ -18,6 +18,7 @@ from memex_jax.envs.static import sources
 from memex_jax.harness import copilot as copilot_lib
 from memex_jax.harness.tasks import HarnessTask, agentic_task, static_task
 from memex_jax.models.policy import load_policy
+from memex_jax.models.pretrained import SMOLLM2_NAME
 from memex_jax.sampling import Sampler, SamplerConfig
 from memex_jax.sampling.config import DEFAULT_STOPS
 
@@ -112,7 +113,7 @@ def build_executor(c: Any) -> Executor:
       num_slots=c.executor.num_slots, cache_length=c.executor.cache_length, temperature=0.0,
       prompt_bucket=128, new_tokens_bucket=16))
   local = harness.SamplerExecutor(sampler)
-  name = c.executor_model.gguf or "smollm2-135m-instruct"
+  name = c.executor_model.gguf or SMOLLM2_NAME
   key = f"sampler:{name}:{c.executor_model.dtype}:greedy"
   if tuple(c.tasks.suites) == ("alfworld",):  # whole episodes, standard mode (commands shown)
     from memex_jax.agent import presets  # pylint: disable=g-import-not-at-top

@@ -10,7 +10,7 @@ from typing import Any
 from memex_jax.models import gguf_io
 from memex_jax.models import quant
 from memex_jax.models.config import ModelConfig
-from memex_jax.models.pretrained import PACKAGED_GGUF
+from memex_jax.models.pretrained import PACKAGED_GGUF, SMOLLM2_NAME
 from memex_jax.tokenizers import Tokenizer
 
 
@@ -26,7 +26,7 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
     int4: int4 QAT in training and int4 serving weights in rollouts (the Memex recipe).
     no_grad_layers: train only above this many lowest layers (`ModelConfig.no_grad_layers`).
   """
-  name = gguf or "smollm2-135m-instruct"
+  name = gguf or SMOLLM2_NAME
   path = str(PACKAGED_GGUF[name]()) if name in PACKAGED_GGUF else name
   cfg, params = gguf_io.load_gguf(path)
   tokenizer = Tokenizer.from_gguf(path)

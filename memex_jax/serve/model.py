@@ -15,6 +15,7 @@ from typing import Any
 from memex_jax.models import hf_io
 from memex_jax.models.config import ModelConfig
 from memex_jax.models.policy import load_policy, serving_view
+from memex_jax.models.pretrained import SMOLLM2_NAME
 from memex_jax.runs import params_export
 from memex_jax.tokenizers import Tokenizer
 
@@ -40,7 +41,7 @@ class ServedModel:
 
 def _base(model: str) -> tuple[ModelConfig, Any, Tokenizer, str]:
   if model == SMOLLM2:
-    return (*load_policy(), "smollm2-135m-instruct")
+    return (*load_policy(), SMOLLM2_NAME)
   path = pathlib.Path(model).expanduser()
   if path.suffix == ".gguf" and path.is_file():
     return (*load_policy(str(path)), path.stem)
