@@ -13,8 +13,13 @@ time. Rows:
   prefill_{512,2048}: one forward filling the KV cache, last position's logits; tokens/s.
   train_b4x512: forward + backward + AdamW on the next-token loss; seconds per step (JAX with
     remat, saving what `--remat_saves` says).
+Every row is also timed with `ModelConfig.matmul_dtype` = `--matmul_dtype` (bfloat16 operands,
+float32 accumulation: the AMX units), the `jax_mm` path; how far that moves
+the policy is measured on real text (teacher-forced logprobs of `--shift_passages` help topics
+of 512 tokens, float32 vs bfloat16 products: max and mean |difference|).
 The decode roofline is weight bytes per step over a measured memory-copy bandwidth: every
-decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s. Prefill and
+decode step reads every weight once, so batch x bandwidth / bytes bounds tokens/s (`jax_mm`
+against the weights' bytes in bfloat16). Prefill and
 the train step are bounded by compute instead: their model FLOPs over a measured float32 matmul
 peak (the same for both frameworks, as both run float32 on the same cores).
 """
@@ -31,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from bench import int4_kl
 from bench import report
 from bench import sampler as sampler_bench
 from bench import torch_reference
@@ -38,10 +44,12 @@ from bench import train_step as train_bench
 from memex_jax.runs import flops
 from memex_jax.models import gguf_io
 from memex_jax.models import hf_io
+from memex_jax.models import logprobs as logprobs_lib
 from memex_jax.models import quant
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 from memex_jax.models.pretrained import smollm2_gguf_path
+from memex_jax.tokenizers import Tokenizer
 
 ROWS = ("decode_b1", "decode_b8", "prefill_512", "prefill_2048", "train_b4x512")
 TARGET_RATIO = 1.5
@@ -117,25 +125,43 @@ class SideBySide:
 
   def _build(self, row: str, host_params: Any) -> dict[str, Callable[[], Any]]:
     a = self.args
+    mm = {} if a.matmul_dtype == "none" else {"jax_mm": a.matmul_dtype}
     if row.startswith("decode_b"):
       prompt = self._ids(int(row.removeprefix("decode_b")), a.prompt)
-      return {
-          "jax": sampler_bench.generate_call(self.cfg, self.params, jnp.asarray(prompt),
-                                             a.new_tokens, 0.0),
-          "jax_int4": sampler_bench.generate_call(self.int4_cfg, self.int4_params,
-                                                  jnp.asarray(prompt), a.new_tokens, 0.0),
-          "torch": torch_reference.decode(self.torch_model, prompt, a.new_tokens)}
+      generate = lambda cfg, params: sampler_bench.generate_call(
+          cfg, params, jnp.asarray(prompt), a.new_tokens, 0.0)
+      calls = {"jax": generate(self.cfg, self.params),
+               "jax_int4": generate(self.int4_cfg, self.int4_params)}
+      calls.update({k: generate(self.cfg.replace(matmul_dtype=v), self.params)
+                    for k, v in mm.items()})
+      return {**calls, "torch": torch_reference.decode(self.torch_model, prompt, a.new_tokens)}
     if row.startswith("prefill_"):
-      prompt = self._ids(1, int(row.removeprefix("prefill_")))
-      return {"jax": _prefill_call(self.cfg, self.params, jnp.asarray(prompt)),
-              "torch": torch_reference.prefill(self.torch_model, prompt)}
+      prompt = jnp.asarray(self._ids(1, int(row.removeprefix("prefill_"))))
+      calls = {"jax": _prefill_call(self.cfg, self.params, prompt)}
+      calls.update({k: _prefill_call(self.cfg.replace(matmul_dtype=v), self.params, prompt)
+                    for k, v in mm.items()})
+      return {**calls, "torch": torch_reference.prefill(self.torch_model, np.asarray(prompt))}
     tokens = self._ids(4, 512)
-    # The torch step updates its weights in place: it gets its own copy of the model.
     cfg = self.cfg.replace(remat=True, remat_saves=a.remat_saves)
-    return {"jax": train_bench.step_call(cfg, self.params,
-                                         jnp.asarray(tokens), a.chunk),
-            "torch": torch_reference.train_step(
-                hf_io.torch_model(self.cfg, host_params), tokens)}
+    calls = {"jax": train_bench.step_call(cfg, self.params, jnp.asarray(tokens), a.chunk)}
+    calls.update({k: train_bench.step_call(cfg.replace(matmul_dtype=v), self.params,
+                                           jnp.asarray(tokens), a.chunk) for k, v in mm.items()})
+    # The torch step updates its weights in place: it gets its own copy of the model.
+    return {**calls, "torch": torch_reference.train_step(
+        hf_io.torch_model(self.cfg, host_params), tokens)}
+
+  def logprob_shift(self, passages: int) -> dict[str, float]:
+    """How far `--matmul_dtype` products move teacher-forced logprobs on real text [N 512]."""
+    tokens = jnp.asarray(int4_kl.reference_passages(Tokenizer.from_gguf(smollm2_gguf_path()),
+                                                    passages, 512))
+    positions = jnp.broadcast_to(jnp.arange(512, dtype=jnp.int32), tokens.shape)
+    logp = jax.jit(lambda c, ids: logprobs_lib.sequence_logprobs(c, self.params, ids, positions),
+                   static_argnums=0)
+    diff = jnp.abs(logp(self.cfg.replace(matmul_dtype=self.args.matmul_dtype), tokens)
+                   - logp(self.cfg, tokens))[:, 1:]  # entry 0 of a row has no logprob
+    return {"passages": passages, "tokens_per_passage": 512,
+            "max_abs_logprob_diff": float(diff.max()),
+            "mean_abs_logprob_diff": float(diff.mean())}
 
   def measure(self) -> dict[str, dict[str, float]]:
     """Seconds per call of every path of every row, the paths alternating within a row."""
@@ -160,6 +186,8 @@ def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace, cf
   if row == "train_b4x512":
     rec.update({f"{k}_s_per_step": v for k, v in seconds.items()})
     rec["ratio"] = seconds["torch"] / seconds["jax"]
+    if "jax_mm" in seconds:
+      rec["mm_ratio"] = seconds["torch"] / seconds["jax_mm"]
     step_flops = flops.train_flops_per_token(cfg, 512) * 4 * 512
     rec.update({f"{k}_peak_frac": step_flops / v / ceilings["peak_flops"]
                 for k, v in seconds.items()})
@@ -171,13 +199,16 @@ def row_record(row: str, seconds: dict[str, float], args: argparse.Namespace, cf
   speeds = {k: work / v for k, v in seconds.items()}
   rec.update({f"{k}_tok_s": v for k, v in speeds.items()})
   rec["ratio"] = speeds["jax"] / speeds["torch"]
+  if "jax_mm" in speeds:
+    rec["mm_ratio"] = speeds["jax_mm"] / speeds["torch"]
   if "jax_int4" in speeds:
     rec["int4_ratio"] = speeds["jax_int4"] / speeds["torch"]
     rec["int4_over_float"] = speeds["jax_int4"] / speeds["jax"]
   for k, v in speeds.items():
     if row.startswith("decode_b"):
       batch = int(row.removeprefix("decode_b"))
-      weight_bytes = ceilings["int4_bytes" if k == "jax_int4" else "float_bytes"]
+      weight_bytes = ceilings[{"jax_int4": "int4_bytes",
+                               "jax_mm": "bf16_bytes"}.get(k, "float_bytes")]
       rec[f"{k}_roofline_frac"] = v / (batch * ceilings["bandwidth"] / weight_bytes)
     else:  # the forward third of the training FLOPs
       rec[f"{k}_peak_frac"] = v * flops.train_flops_per_token(cfg, work) / 3 / ceilings[
@@ -195,12 +226,17 @@ def main() -> None:
   parser.add_argument("--new_tokens", type=int, default=64)
   parser.add_argument("--chunk", type=int, default=512, help="JAX loss chunk in tokens")
   parser.add_argument("--remat_saves", default="dots", help="JAX train step's remat policy")
+  parser.add_argument("--matmul_dtype", default="bfloat16", choices=("bfloat16", "none"),
+                      help="ModelConfig.matmul_dtype of the jax_mm path (none: no such path)")
+  parser.add_argument("--shift_passages", type=int, default=8,
+                      help="real 512-token passages the matmul_dtype logprob shift is taken on")
   parser.add_argument("--out", default="bench/results/cpu_vs_torch.json")
   args = parser.parse_args()
 
   bench = SideBySide(args)
   ceilings = {"bandwidth": memcpy_bandwidth(), "float_bytes": tree_bytes(bench.params),
               "int4_bytes": tree_bytes(bench.int4_params),
+              "bf16_bytes": tree_bytes(bench.params) // 2,
               "peak_flops": flops.matmul_peak_flops("float32", 2048)}
   print(f"memcpy bandwidth {ceilings['bandwidth'] / 1e9:.2f} GB/s; weight bytes per decode step: "
         f"float {ceilings['float_bytes'] / 1e6:.0f} MB, int4 {ceilings['int4_bytes'] / 1e6:.0f} "
@@ -216,14 +252,18 @@ def main() -> None:
     runs.append(rows)
   summary = []
   for i, row in enumerate(args.rows):
-    for key in ("ratio", "int4_ratio", "int4_over_float"):
+    for key in ("ratio", "mm_ratio", "int4_ratio", "int4_over_float"):
       if key in runs[0][i]:
         values = [r[i][key] for r in runs]
         summary.append({"row": row, "measure": key, "median": statistics.median(values),
                         "runs": " ".join(f"{x:.2f}" for x in values)})
   report.print_table("medians over runs", summary)
+  shift = None
+  if args.matmul_dtype != "none":
+    shift = bench.logprob_shift(args.shift_passages)
+    report.print_table(f"logprobs, matmul_dtype={args.matmul_dtype} vs float32", [shift])
   report.write_json(args.out, {"args": vars(args), "ceilings": ceilings, "runs": runs,
-                               "summary": summary})
+                               "summary": summary, "matmul_dtype_logprob_shift": shift})
 
 
 if __name__ == "__main__":

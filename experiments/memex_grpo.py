@@ -65,6 +65,7 @@ def warm_start_flags(c: Any) -> list[str]:
       "workdir": os.path.join(c.workdir, "warm_start"), "seed": c.seed,
       "model.gguf": c.model.gguf, "model.dtype": c.model.dtype, "model.int4": c.model.int4,
       "model.remat": c.model.remat, "model.no_grad_layers": c.model.no_grad_layers,
+      "model.matmul_dtype": c.model.matmul_dtype,
       "env.name": c.env.name, "games.dir": c.games.dir, "games.split": c.games.split,
       "games.seed": c.games.seed, "games.workers": c.games.workers, "games.num": w.games,
       "demos.num": w.demos, "demos.agent.context_window": w.demo_context_window,

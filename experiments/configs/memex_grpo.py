@@ -59,6 +59,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # > 0: train only the layers above. On the CPU the top 10 of SmolLM2's 30 (the warm start's
   # too): no backward through the lower 20 halves a step.
   c.model.no_grad_layers = 0 if gpu else 20
+  # 'bfloat16': the big products take bfloat16 operands, float32 accumulation (the CPU's AMX
+  # units: a 4 x 512 train step in 10.0 s instead of 20.1, results/cpu_vs_torch/2026-12-06).
+  # Off: it moves logprobs (mean 0.014 nats per token on real text), and no learning run has
+  # used it yet.
+  c.model.matmul_dtype = ""
 
   c.games = ml_collections.ConfigDict()
   c.games.dir = ""  # "" = generate under ~/.cache/memex_jax/<family's cache>

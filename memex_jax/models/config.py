@@ -9,6 +9,7 @@ FAMILIES = ("llama", "qwen2", "qwen3")
 QUANT_MODES = ("none", "int4_qat", "int4_serve")
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 REMAT_SAVES = ("nothing", "dots")
+MATMUL_DTYPES = (None, "float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,13 @@ class ModelConfig:
     max_position: the model's context window.
     dtype: activation/compute dtype name ('float32', 'bfloat16').
     param_dtype: parameter storage dtype name.
+    matmul_dtype: None, or the dtype the operands of the big products are cast to, with float32
+      accumulation: the projections, the tiled attention's score and value products, and the
+      LM head of teacher-forced logprobs, forward and backward. 'bfloat16' runs them on the
+      CPU's AMX units (4-5x float32's matmul here); activations, norms and softmaxes keep
+      `dtype`. It rounds every product's inputs, so logprobs move (`bench.cpu_vs_torch` measures
+      by how much on real text); off by default, and on only where rollout and learner
+      logprobs need not agree bit for bit or TIS covers the gap.
     quant: 'none', 'int4_qat' (int4 weights in the forward, float grads) or 'int4_serve'
       (stored int4 values + scales and offsets, for the sampler); see quant.py.
     int4_group: input channels per int4 group (one scale and offset per group and output
@@ -73,7 +81,8 @@ class ModelConfig:
     attention_block: with a KV cache, a prefill of at least two blocks of ids attends in tiles
       of this many queries and keys, skipping the tiles past each query block's last position
       (blocked_attention.py: ~2x faster at 2,048 ids on the CPU; accelerators keep XLA's
-      attention); 0 = one masked attention.
+      attention); 0 = one masked attention. SmolLM2's prefill of 2,048 ids on the CPU: 396
+      tokens/s with 256, 354 with 128, 389 with 512 (bfloat16 products: 958, 621, 810).
     train_attention_block: without a cache (training rows, teacher-forced logprobs), rows of at
       least two blocks attend in tiles of this many ids, forward and backward, so no [B H T T]
       tensor is made (SmolLM2 at 3,072 ids on the CPU: the train step 1.4-1.7x faster with
@@ -102,11 +111,12 @@ class ModelConfig:
   max_position: int = 8192
   dtype: str = "float32"
   param_dtype: str = "float32"
+  matmul_dtype: str | None = None
   quant: str = "none"
   int4_group: int = 32
   remat: bool = False
   remat_saves: str = "nothing"
-  attention_block: int = 128
+  attention_block: int = 256
   train_attention_block: int = 256
   no_grad_layers: int = 0
 
@@ -115,6 +125,8 @@ class ModelConfig:
       raise ValueError(f"unknown architecture family {self.family!r}; expected one of {FAMILIES}")
     if self.remat_saves not in REMAT_SAVES:
       raise ValueError(f"remat_saves={self.remat_saves!r}; expected one of {REMAT_SAVES}")
+    if self.matmul_dtype not in MATMUL_DTYPES:
+      raise ValueError(f"matmul_dtype={self.matmul_dtype!r}; expected one of {MATMUL_DTYPES}")
     if self.quant not in QUANT_MODES:
       raise ValueError(f"quant={self.quant!r}; expected one of {QUANT_MODES}")
     widths = (self.embed_dim, self.num_heads * self.head_dim, self.mlp_dim)

@@ -5,6 +5,8 @@ Every parameter carries logical axis names, so sharding is declared by rules, ne
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -38,30 +40,58 @@ class RMSNorm(nn.Module):
     return (normed * scale.astype(jnp.float32)).astype(x.dtype)
 
 
-@jax.custom_vjp
-def linear(x: Array, kernel: Array) -> Array:
+def matmul(a: Array, b: Array, dims, operand_dtype: str | None) -> Array:
+  """dot_general(a, b, dims) in a's dtype, its operands cast to `operand_dtype` when given.
+
+  The products then accumulate in float32: XLA on the CPU runs bfloat16 x bfloat16 -> float32
+  on the matrix units (4-5x float32 here), while a bfloat16 result takes a slow path.
+  """
+  if operand_dtype is None:
+    return jax.lax.dot_general(a, b, dims)
+  return jax.lax.dot_general(a.astype(operand_dtype), b.astype(operand_dtype), dims,
+                             preferred_element_type=jnp.float32).astype(a.dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def linear(x: Array, kernel: Array, operand_dtype: str | None = None) -> Array:
   """x [.., In] @ kernel [In, Out] -> [.., Out], with a backward laid out for the CPU.
 
   Autodiff's kernel gradient contracts x and the output gradient over their token axes; XLA on
   the CPU then writes a transposed copy of the [N Out] gradient, fused into the elementwise ops
   that produce it (SwiGLU's backward), with strided stores. Here the gradient is formed row-major
-  and x's transpose is a plain copy of its own.
+  and x's transpose is a plain copy of its own. `operand_dtype` (see `matmul`) applies to the
+  forward and both backward products.
   """
-  return jax.lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
+  return matmul(x, kernel, (((x.ndim - 1,), (0,)), ((), ())), operand_dtype)
 
 
-def _linear_fwd(x, kernel):
-  return linear(x, kernel), (x, kernel)
+def _linear_fwd(x, kernel, operand_dtype):
+  return linear(x, kernel, operand_dtype), (x, kernel)
 
 
-def _linear_bwd(residuals, d_y):
+def row_major_transpose(x: Array) -> Array:
+  """x [N M] -> a row-major copy of x.T [M N].
+
+  XLA on the CPU lays a transpose out as a column-major view of its operand, and a product
+  taking that view runs in float32 whatever its operands' dtype (the matrix-unit kernels take
+  row-major operands only). Joining the two halves of the rows makes a copy with a layout of its
+  own; the copy is also what keeps XLA from folding the transpose into a strided contraction.
+  """
+  x_t = x.T
+  half = x_t.shape[1] // 2
+  return jnp.concatenate([x_t[:, :half], x_t[:, half:]], axis=1)
+
+
+def _linear_bwd(operand_dtype, residuals, d_y):
   x, kernel = residuals
-  # The barriers pin the layouts: d_y materialized as produced, then x.T as a separate copy.
-  d_y = jax.lax.optimization_barrier(d_y)
-  d_x = jax.lax.dot_general(d_y, kernel, (((d_y.ndim - 1,), (1,)), ((), ())))  # .. In
-  x_t = jax.lax.optimization_barrier(x.reshape(-1, x.shape[-1]).T)  # In N
-  d_kernel = jnp.dot(x_t, d_y.reshape(-1, d_y.shape[-1]))  # In Out
-  return d_x, d_kernel.astype(kernel.dtype)
+  cast = lambda a: a if operand_dtype is None else a.astype(operand_dtype)
+  d_y = jax.lax.optimization_barrier(cast(d_y))  # materialized as produced
+  d_x = jax.lax.dot_general(d_y, cast(kernel), (((d_y.ndim - 1,), (1,)), ((), ())),
+                            preferred_element_type=jnp.float32)  # .. In
+  x_t = row_major_transpose(cast(x).reshape(-1, x.shape[-1]))  # In N
+  d_kernel = jnp.dot(x_t, d_y.reshape(-1, d_y.shape[-1]),
+                     preferred_element_type=jnp.float32)  # In Out
+  return d_x.astype(x.dtype), d_kernel.astype(kernel.dtype)
 
 
 linear.defvjp(_linear_fwd, _linear_bwd)
@@ -77,6 +107,7 @@ class Projection(nn.Module):
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   group: int = quant_lib.DEFAULT_GROUP
+  operand_dtype: str | None = None  # see `matmul`
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -101,7 +132,8 @@ class Projection(nn.Module):
       if self.quant == "int4_qat":
         kernel = quant_lib.qat_kernel(kernel, self.group)
     # Named, so remat's 'dots' policy saves it: the custom VJP hides the dot inside.
-    y = checkpoint_name(linear(x, kernel.astype(self.dtype)), PROJECTION)
+    y = checkpoint_name(linear(x, kernel.astype(self.dtype), self.operand_dtype),
+                        PROJECTION)
     if self.use_bias:
       bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, self.axes[1:]),
                         (self.features,), self.param_dtype)
@@ -139,7 +171,7 @@ class Attention(nn.Module):
             bias: bool = False) -> Projection:
     c = self.cfg
     return Projection(features, axes, c.quant, bias, jnp.dtype(c.dtype), jnp.dtype(c.param_dtype),
-                      c.int4_group, name=name)
+                      c.int4_group, c.matmul_dtype, name=name)
 
   @nn.compact
   def __call__(self, x: Array, cos: Array, sin: Array, mask: Array, positions: Array,
@@ -174,9 +206,11 @@ class Attention(nn.Module):
     if isinstance(cache, decode_attention.DecodeCache):
       out = decode_attention.one_query_attention(q, cache, positions)  # B 1 H Dh
     elif tiled and cache is not None:
-      out = blocked_attention.attention(q, k, v, positions, block)  # B T H Dh
+      out = blocked_attention.attention(q, k, v, positions, block,
+                                        c.matmul_dtype)  # B T H Dh
     elif tiled:
-      out = blocked_attention.causal_attention(q, k, v, segment_ids, block)  # B T H Dh
+      out = blocked_attention.causal_attention(q, k, v, segment_ids, block,
+                                               c.matmul_dtype)  # B T H Dh
     else:
       out = jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype),
                                          mask=mask)  # B T H Dh
@@ -194,7 +228,7 @@ class MLP(nn.Module):
     c = self.cfg
     dt, pdt = jnp.dtype(c.dtype), jnp.dtype(c.param_dtype)
     proj = lambda features, axes, name: Projection(features, axes, c.quant, False, dt, pdt,
-                                                   c.int4_group, name=name)
+                                                   c.int4_group, c.matmul_dtype, name=name)
     gate = proj(c.mlp_dim, ("embed", "mlp"), "gate_proj")(x)  # B T F
     up = proj(c.mlp_dim, ("embed", "mlp"), "up_proj")(x)  # B T F
     h = nn.with_logical_constraint(jax.nn.silu(gate) * up, ("batch", "length", "mlp"))  # B T F

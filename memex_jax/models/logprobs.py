@@ -11,6 +11,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from memex_jax.models import layers
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 
@@ -18,7 +19,8 @@ Array = jax.Array
 
 
 def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, temperature: float = 1.0,
-                     chunk_size: int = 512, where: Array | None = None) -> tuple[Array, Array]:
+                     chunk_size: int = 512, where: Array | None = None,
+                     operand_dtype: str | None = None) -> tuple[Array, Array]:
   """log_softmax(hidden @ head / temperature)[targets] and the entropy, chunk by chunk.
 
   Args:
@@ -31,6 +33,8 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
       order, into the first chunks and the chunks past them are skipped, forward and backward,
       so the head costs what the wanted tokens cost (a trained row's assistant tokens are a
       quarter of it); the other positions come back 0 with no gradient.
+    operand_dtype: the head's products take their operands in it, forward and backward
+      (`ModelConfig.matmul_dtype`); None keeps the hidden states' dtype.
 
   Returns:
     (logprobs [B T] float32, entropy [B T] float32).
@@ -50,7 +54,7 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
   active = starts < (n if where is None else jnp.sum(wanted))
   kernel, embed_axis = head
   chosen, entropy = _head_logprobs(hidden, kernel, targets, active, embed_axis,
-                                   temperature)  # N C
+                                   temperature, operand_dtype)  # N C
   chosen, entropy = chosen.reshape(-1)[:n], entropy.reshape(-1)[:n]
   if where is not None:
     unsort = jnp.argsort(order)
@@ -65,65 +69,82 @@ def chunked_logprobs(hidden: Array, head: transformer.LMHead, targets: Array, te
 # strided transposed copy of the whole [C V] tensor, fused into the softmax's backward.
 
 
-def _chunk_forward(h: Array, kernel: Array, embed_axis: int, temperature: float):
-  """h [C D] -> (logp [C V], entropy [C]) in float32."""
-  logits = transformer.logits_from_hidden(h, (kernel, embed_axis)) / temperature  # C V
-  logp = jax.nn.log_softmax(logits, axis=-1)
-  return logp, -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+def _chunk_logits(h: Array, kernel: Array, embed_axis: int, temperature: float,
+                  operand_dtype: str | None) -> Array:
+  """h [C D] -> float32 logits [C V] at the temperature."""
+  return transformer.logits_from_hidden(h, (kernel, embed_axis), operand_dtype) / temperature
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _head_logprobs(hidden: Array, kernel: Array, targets: Array, active: Array, embed_axis: int,
-                   temperature: float) -> tuple[Array, Array]:
-  """hidden [N C D], targets [N C], active [N] -> (logprobs, entropy) [N C], one chunk at a time;
-  an inactive chunk is skipped and gives zeros."""
+def _head_stats(hidden, kernel, targets, active, embed_axis, temperature, operand_dtype):
+  """(logprobs, entropy, log-sum-exp) [N C], one chunk at a time; inactive chunks give zeros."""
 
   def one_chunk(xs):
     h, y, on = xs
 
     def compute():
-      logp, entropy = _chunk_forward(h, kernel, embed_axis, temperature)
-      return jnp.take_along_axis(logp, y[:, None], axis=-1)[:, 0], entropy
+      logits = _chunk_logits(h, kernel, embed_axis, temperature, operand_dtype)  # C V
+      shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+      e = jnp.exp(shifted)
+      total = jnp.sum(e, axis=-1)
+      log_total = jnp.log(total)
+      lse = logits[:, 0] - shifted[:, 0] + log_total
+      chosen = jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0] - lse
+      return chosen, log_total - jnp.sum(e * shifted, axis=-1) / total, lse
 
-    zeros = lambda: (jnp.zeros(y.shape, jnp.float32), jnp.zeros(y.shape, jnp.float32))
+    zeros = lambda: tuple(jnp.zeros(y.shape, jnp.float32) for _ in range(3))
     return jax.lax.cond(on, compute, zeros)
 
   return jax.lax.map(one_chunk, (hidden, targets, active))
 
 
-def _head_logprobs_fwd(hidden, kernel, targets, active, embed_axis, temperature):
-  chosen, entropy = _head_logprobs(hidden, kernel, targets, active, embed_axis, temperature)
-  return (chosen, entropy), (hidden, kernel, targets, active, entropy)
+# One exponential per logit in each direction: the entropy is log(sum e) - sum(e (z - max)) /
+# sum e with e = exp(z - max), and the backward reads the forward's log-sum-exp, so no [C V]
+# log-softmax is exponentiated twice (the vocabulary's exponentials are the costliest
+# elementwise work of a train step on the CPU).
 
 
-def _head_logprobs_bwd(embed_axis, temperature, residuals, cotangents):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _head_logprobs(hidden: Array, kernel: Array, targets: Array, active: Array, embed_axis: int,
+                   temperature: float, operand_dtype: str | None) -> tuple[Array, Array]:
+  """hidden [N C D], targets [N C], active [N] -> (logprobs, entropy) [N C], one chunk at a time;
+  an inactive chunk is skipped and gives zeros."""
+  return _head_stats(hidden, kernel, targets, active, embed_axis, temperature, operand_dtype)[:2]
+
+
+def _head_logprobs_fwd(hidden, kernel, targets, active, embed_axis, temperature, operand_dtype):
+  chosen, entropy, lse = _head_stats(hidden, kernel, targets, active, embed_axis, temperature,
+                                     operand_dtype)
+  return (chosen, entropy), (hidden, kernel, targets, active, entropy, lse)
+
+
+def _head_logprobs_bwd(embed_axis, temperature, operand_dtype, residuals, cotangents):
   """d logp_y / d logits = onehot(y) - p; d entropy / d logits = -p (logp + entropy)."""
-  hidden, kernel, targets, active, entropy = residuals
+  hidden, kernel, targets, active, entropy, lse = residuals
   d_chosen, d_entropy = cotangents  # N C each
 
-  def chunk_grads(d_kernel_t, h, y, ent, dc, de):
-    logp, _ = _chunk_forward(h, kernel, embed_axis, temperature)  # C V
+  def chunk_grads(d_kernel_t, h, y, ent, chunk_lse, dc, de):
+    logp = _chunk_logits(h, kernel, embed_axis, temperature, operand_dtype) - chunk_lse[:, None]
     vocab = jax.lax.broadcasted_iota(jnp.int32, logp.shape, 1)
     d_logits = (jnp.where(vocab == y[:, None], dc[:, None], 0.0)
                 - jnp.exp(logp) * (dc[:, None] + de[:, None] * (logp + ent[:, None])))
     d_logits = (d_logits / temperature).astype(h.dtype)  # C V
-    d_h = jax.lax.dot_general(d_logits, kernel.astype(h.dtype),
-                              (((1,), (1 - embed_axis,)), ((), ())))  # C D
-    # h.T is a small [D C] copy; the barrier keeps XLA from folding it back into a transposed
-    # contraction of the large operand.
-    h_t = jax.lax.optimization_barrier(h.T)
-    d_kernel_t = d_kernel_t + jnp.dot(h_t, d_logits, preferred_element_type=jnp.float32)  # D V
+    d_h = layers.matmul(d_logits, kernel.astype(h.dtype), (((1,), (1 - embed_axis,)), ((), ())),
+                        operand_dtype)  # C D
+    dtype = operand_dtype or h.dtype
+    h_t = layers.row_major_transpose(h.astype(dtype))  # a small [D C] copy
+    d_kernel_t = d_kernel_t + jnp.dot(h_t, d_logits.astype(dtype),
+                                      preferred_element_type=jnp.float32)  # D V
     return d_kernel_t, d_h
 
   def one_chunk(d_kernel_t, xs):
-    h, y, on, ent, dc, de = xs
+    h, y, on, ent, chunk_lse, dc, de = xs
     skip = lambda d_kernel_t, h, *_: (d_kernel_t, jnp.zeros_like(h))
-    return jax.lax.cond(on, chunk_grads, skip, d_kernel_t, h, y, ent, dc, de)
+    return jax.lax.cond(on, chunk_grads, skip, d_kernel_t, h, y, ent, chunk_lse, dc, de)
 
   d, v = hidden.shape[-1], kernel.shape[1 - embed_axis]
   d_kernel_t, d_hidden = jax.lax.scan(
       one_chunk, jnp.zeros((d, v), jnp.float32),
-      (hidden, targets, active, entropy, d_chosen, d_entropy))
+      (hidden, targets, active, entropy, lse, d_chosen, d_entropy))
   d_kernel = d_kernel_t.T if embed_axis == 1 else d_kernel_t
   return d_hidden.astype(hidden.dtype), d_kernel.astype(kernel.dtype), None, None
 
@@ -155,7 +176,8 @@ def logprobs_from_hidden(cfg: ModelConfig, params: dict, hidden: Array, tokens: 
   """
   head = transformer.head_kernel(params, cfg)
   logp, entropy = chunked_logprobs(hidden[:, :-1], head, tokens[:, 1:], temperature, chunk_size,
-                                   None if where is None else where[:, 1:])  # B T-1
+                                   None if where is None else where[:, 1:],
+                                   cfg.matmul_dtype)  # B T-1
   return (shift_to_targets(logp, tokens, segment_ids),
           shift_to_targets(entropy, tokens, segment_ids))
 

@@ -15,7 +15,8 @@ from memex_jax.tokenizers import Tokenizer
 
 
 def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
-                int4: bool = False, no_grad_layers: int = 0) -> tuple[ModelConfig, dict, Tokenizer]:
+                int4: bool = False, no_grad_layers: int = 0,
+                matmul_dtype: str = "") -> tuple[ModelConfig, dict, Tokenizer]:
   """(config, float params, tokenizer) of a GGUF model ('' = the packaged SmolLM2).
 
   Args:
@@ -25,6 +26,8 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
     remat: recompute each layer in the backward pass (long rows have large activations).
     int4: int4 QAT in training and int4 serving weights in rollouts (the Memex recipe).
     no_grad_layers: train only above this many lowest layers (`ModelConfig.no_grad_layers`).
+    matmul_dtype: '' (products in `dtype`) or 'bfloat16': bfloat16 operands with float32
+      accumulation in the big products (`ModelConfig.matmul_dtype`; the CPU's AMX units).
   """
   name = gguf or SMOLLM2_NAME
   path = str(PACKAGED_GGUF[name]()) if name in PACKAGED_GGUF else name
@@ -32,7 +35,7 @@ def load_policy(gguf: str = "", dtype: str = "float32", remat: bool = False,
   tokenizer = Tokenizer.from_gguf(path)
   tokenizer.check_matches(cfg.vocab_size, path)
   cfg = cfg.replace(dtype=dtype, remat=bool(remat), quant="int4_qat" if int4 else "none",
-                    no_grad_layers=no_grad_layers)
+                    no_grad_layers=no_grad_layers, matmul_dtype=matmul_dtype or None)
   return cfg, params, tokenizer
 
 

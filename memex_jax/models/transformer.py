@@ -89,14 +89,16 @@ def head_kernel(params: dict, cfg: ModelConfig) -> LMHead:
   return params["lm_head"]["kernel"], 0
 
 
-def logits_from_hidden(hidden: Array, head: LMHead) -> Array:
+def logits_from_hidden(hidden: Array, head: LMHead, operand_dtype: str | None = None) -> Array:
   """hidden [.. D] x the head (contracted over its embed axis) -> float32 logits [.. V].
 
   The tied head is contracted as [V D]: written as `embedding.T @`, XLA on CPU materializes
-  the transpose, a copy of the whole V x D matrix at every decode step.
+  the transpose, a copy of the whole V x D matrix at every decode step. `operand_dtype`: both
+  operands cast to it (as `ModelConfig.matmul_dtype`), the product still float32.
   """
   kernel, embed_axis = head
-  return jax.lax.dot_general(hidden, kernel.astype(hidden.dtype),
+  dtype = operand_dtype or hidden.dtype
+  return jax.lax.dot_general(hidden.astype(dtype), kernel.astype(dtype),
                              (((hidden.ndim - 1,), (embed_axis,)), ((), ())),
                              preferred_element_type=jnp.float32)
 

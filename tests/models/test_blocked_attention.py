@@ -94,3 +94,29 @@ def test_model_prefill_with_tiles_equals_without():
 def test_negative_block_is_refused(field):
   with pytest.raises(ValueError, match=f"^{field}=-1"):
     config.tiny(**{field: -1})
+
+
+def test_bfloat16_products_stay_near_float32_forward_and_backward():
+  rng = np.random.default_rng(3)
+  b, t, h, kv, dh, block = 2, 300, 6, 2, 16, 64
+  q, k, v, segments = _packed_rows(rng, b, t, h, kv, dh)
+  weights = jnp.asarray(rng.standard_normal((b, t, h, dh)), jnp.float32)
+  out = {}
+  for dtype in (None, "bfloat16"):
+    loss = lambda q, k, v: jnp.sum(
+        blocked_attention.causal_attention(q, k, v, segments, block, dtype) * weights)
+    out[dtype] = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(q, k, v)
+  # bfloat16 keeps 8 bits of mantissa: each product is off by ~2^-8 of its size, not more
+  np.testing.assert_allclose(out["bfloat16"][0], out[None][0], rtol=2e-2)
+  for name, g, w in zip("qkv", out["bfloat16"][1], out[None][1]):
+    scale = float(jnp.max(jnp.abs(w)))
+    assert 0 < float(jnp.max(jnp.abs(g - w))) < 3e-2 * scale, f"d{name}"
+  positions = jnp.broadcast_to(jnp.arange(t), (b, t))
+  prefill = {d: blocked_attention.attention(q, k, v, positions, block, d)
+             for d in (None, "bfloat16")}
+  assert 0 < float(jnp.max(jnp.abs(prefill["bfloat16"] - prefill[None]))) < 3e-2
+
+
+def test_unknown_matmul_dtype_is_refused():
+  with pytest.raises(ValueError, match="^matmul_dtype='int8'"):
+    config.tiny(matmul_dtype="int8")

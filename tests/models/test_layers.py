@@ -18,3 +18,32 @@ def test_linear_gradients_equal_autodiff_of_the_plain_product():
   want = jax.grad(lambda x, k: jnp.sum(weights * plain(x, k)), argnums=(0, 1))(x, kernel)
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _bf16_product(a, b, spec):
+  """The product of a and b rounded to bfloat16, accumulated in float32: what
+  matmul_dtype='bfloat16' promises."""
+  r = lambda t: t.astype(jnp.bfloat16).astype(jnp.float32)
+  return jnp.einsum(spec, r(a), r(b), precision="highest")
+
+
+def test_linear_in_bfloat16_operands_equals_the_rounded_product_forward_and_backward():
+  keys = jax.random.split(jax.random.PRNGKey(1), 3)
+  x = jax.random.normal(keys[0], (2, 6, 32))  # B T In
+  kernel = jax.random.normal(keys[1], (32, 16))  # In Out
+  d_y = jax.random.normal(keys[2], (2, 6, 16))
+  y, pullback = jax.vjp(lambda x, k: layers.linear(x, k, "bfloat16"), x, kernel)
+  assert y.dtype == jnp.float32
+  np.testing.assert_allclose(y, _bf16_product(x, kernel, "bti,io->bto"), rtol=1e-5, atol=1e-5)
+  d_x, d_kernel = pullback(d_y)
+  np.testing.assert_allclose(d_x, _bf16_product(d_y, kernel, "bto,io->bti"), rtol=1e-5,
+                             atol=1e-5)
+  np.testing.assert_allclose(d_kernel, _bf16_product(x, d_y, "bti,bto->io"), rtol=1e-5,
+                             atol=1e-5)
+  # and the rounding is really there: the float32 product differs
+  assert np.max(np.abs(y - layers.linear(x, kernel))) > 1e-4
+
+
+def test_row_major_transpose_is_the_transpose():
+  x = jnp.arange(35.0).reshape(7, 5)  # odd row count: unequal halves
+  np.testing.assert_array_equal(layers.row_major_transpose(x), x.T)

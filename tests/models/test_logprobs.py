@@ -73,3 +73,23 @@ def test_wanted_positions_only_equal_the_one_shot_form_there_and_zero_elsewhere(
   none = jnp.zeros((B, T), bool)
   chosen, entropy = logprobs.chunked_logprobs(hidden, head, targets, chunk_size=5, where=none)
   assert not np.any(chosen) and not np.any(entropy)
+
+
+@pytest.mark.parametrize("embed_axis", [1, 0])
+def test_bfloat16_head_products_round_the_operands_only(embed_axis):
+  hidden, kernel, targets, w_chosen, w_entropy = _inputs(embed_axis, seed=2)
+  rounded = lambda x: x.astype(jnp.bfloat16).astype(jnp.float32)
+  chunked = lambda h, k: logprobs.chunked_logprobs(h, (k, embed_axis), targets, 0.7,
+                                                   chunk_size=5, operand_dtype="bfloat16")
+  # forward: exactly the float32 computation on bfloat16-rounded hidden states and head
+  for got, want in zip(chunked(hidden, kernel),
+                       _one_shot(rounded(hidden), (rounded(kernel), embed_axis), targets, 0.7)):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  # backward: the logit gradient is rounded too, so near the float32 gradient, not equal to it
+  loss = lambda fn: lambda h, k: jnp.sum(w_chosen * fn(h, k)[0] + w_entropy * fn(h, k)[1])
+  got = jax.grad(loss(chunked), argnums=(0, 1))(hidden, kernel)
+  want = jax.grad(loss(lambda h, k: _one_shot(h, (k, embed_axis), targets, 0.7)),
+                  argnums=(0, 1))(hidden, kernel)
+  for g, w in zip(got, want):
+    error = float(jnp.max(jnp.abs(g - w)))
+    assert 0 < error < 3e-2 * float(jnp.max(jnp.abs(w)))
