@@ -9,6 +9,8 @@
   python -m bench.train_step --seq 2560 --quant none --no_grad_layers 20 --trained_fraction 1 0.25
                                                # an SFT row (a quarter of its tokens trained),
                                                # beside the loss on every token
+  python -m bench.train_step --seq 2048 --quant none --no_grad_layers 20 --trained_fraction 0.25 \
+      --matmul_dtype none bfloat16             # the same with bfloat16 products (AMX), beside
 
 MFU = (6 N + 12 L S d) * tokens / step_time / peak, N = all parameters, L layers, S sequence
 length, d model width (attention counted non-causal), peak = a measured square matmul. With
@@ -67,9 +69,10 @@ def step_call(cfg: ModelConfig, params: dict, tokens: jax.Array, chunk: int,
 
 def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, repeats: int,
         peak: float, train_attention_block: int | None = None, no_grad_layers: int = 0,
-        trained_fraction: float = 1.0) -> dict:
+        trained_fraction: float = 1.0, matmul_dtype: str = "none") -> dict:
   cfg = MODELS[model]().replace(param_dtype="float32", dtype=dtype, remat=True, quant=quant,
-                                no_grad_layers=no_grad_layers)
+                                no_grad_layers=no_grad_layers,
+                                matmul_dtype=None if matmul_dtype == "none" else matmul_dtype)
   if train_attention_block is not None:
     cfg = cfg.replace(train_attention_block=train_attention_block)
   tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
@@ -79,7 +82,7 @@ def run(model: str, batch: int, seq: int, dtype: str, quant: str, chunk: int, re
   achieved = flops.train_flops_per_token(cfg, seq) * batch * seq / seconds
   return {"model": model, "dtype": dtype, "quant": quant, "batch": batch, "seq": seq,
           "train_attention_block": cfg.train_attention_block, "no_grad_layers": no_grad_layers,
-          "trained_fraction": trained_fraction,
+          "trained_fraction": trained_fraction, "matmul_dtype": matmul_dtype,
           "params_M": cfg.num_params / 1e6,
           "step_s": seconds,
           "tokens_per_s": batch * seq / seconds, "TFLOPs": achieved / 1e12, "MFU": achieved / peak}
@@ -102,6 +105,8 @@ def main() -> None:
   parser.add_argument("--trained_fraction", type=float, nargs="+", default=[1.0],
                       help="share of each row's tokens in the loss (the head runs on them only), "
                       "one row per value")
+  parser.add_argument("--matmul_dtype", nargs="+", default=["none"], choices=["none", "bfloat16"],
+                      help="ModelConfig.matmul_dtype (none: products in --dtype), one row per value")
   parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)
@@ -109,8 +114,9 @@ def main() -> None:
   peak = flops.matmul_peak_flops(args.dtype, args.peak_size)
   print(f"measured {args.dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s")
   rows = [run(args.model, args.batch, args.seq, args.dtype, q, args.chunk, args.repeats, peak,
-              args.train_attention_block, k, f)
-          for q in args.quant for k in args.no_grad_layers for f in args.trained_fraction]
+              args.train_attention_block, k, f, m)
+          for q in args.quant for k in args.no_grad_layers for f in args.trained_fraction
+          for m in args.matmul_dtype]
   report.print_table(f"train step ({jax.default_backend()})", rows)
   report.write_json(args.out or f"bench/results/train_step_{jax.default_backend()}.json",
                     {"peak_flops": peak, "rows": rows})
