@@ -125,27 +125,26 @@ class SideBySide:
 
   def _build(self, row: str, host_params: Any) -> dict[str, Callable[[], Any]]:
     a = self.args
-    mm = {} if a.matmul_dtype == "none" else {"jax_mm": a.matmul_dtype}
+    # The JAX paths of every row: float32 products, and `--matmul_dtype` products beside.
+    variants = {"jax": self.cfg}
+    if a.matmul_dtype != "none":
+      variants["jax_mm"] = self.cfg.replace(matmul_dtype=a.matmul_dtype)
     if row.startswith("decode_b"):
       prompt = self._ids(int(row.removeprefix("decode_b")), a.prompt)
       generate = lambda cfg, params: sampler_bench.generate_call(
           cfg, params, jnp.asarray(prompt), a.new_tokens, 0.0)
-      calls = {"jax": generate(self.cfg, self.params),
-               "jax_int4": generate(self.int4_cfg, self.int4_params)}
-      calls.update({k: generate(self.cfg.replace(matmul_dtype=v), self.params)
-                    for k, v in mm.items()})
+      calls = {name: generate(cfg, self.params) for name, cfg in variants.items()}
+      calls["jax_int4"] = generate(self.int4_cfg, self.int4_params)
       return {**calls, "torch": torch_reference.decode(self.torch_model, prompt, a.new_tokens)}
     if row.startswith("prefill_"):
-      prompt = jnp.asarray(self._ids(1, int(row.removeprefix("prefill_"))))
-      calls = {"jax": _prefill_call(self.cfg, self.params, prompt)}
-      calls.update({k: _prefill_call(self.cfg.replace(matmul_dtype=v), self.params, prompt)
-                    for k, v in mm.items()})
-      return {**calls, "torch": torch_reference.prefill(self.torch_model, np.asarray(prompt))}
+      prompt = self._ids(1, int(row.removeprefix("prefill_")))
+      calls = {name: _prefill_call(cfg, self.params, jnp.asarray(prompt))
+               for name, cfg in variants.items()}
+      return {**calls, "torch": torch_reference.prefill(self.torch_model, prompt)}
     tokens = self._ids(4, 512)
-    cfg = self.cfg.replace(remat=True, remat_saves=a.remat_saves)
-    calls = {"jax": train_bench.step_call(cfg, self.params, jnp.asarray(tokens), a.chunk)}
-    calls.update({k: train_bench.step_call(cfg.replace(matmul_dtype=v), self.params,
-                                           jnp.asarray(tokens), a.chunk) for k, v in mm.items()})
+    calls = {name: train_bench.step_call(cfg.replace(remat=True, remat_saves=a.remat_saves),
+                                         self.params, jnp.asarray(tokens), a.chunk)
+             for name, cfg in variants.items()}
     # The torch step updates its weights in place: it gets its own copy of the model.
     return {**calls, "torch": torch_reference.train_step(
         hf_io.torch_model(self.cfg, host_params), tokens)}

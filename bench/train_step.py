@@ -105,8 +105,9 @@ def main() -> None:
   parser.add_argument("--trained_fraction", type=float, nargs="+", default=[1.0],
                       help="share of each row's tokens in the loss (the head runs on them only), "
                       "one row per value")
-  parser.add_argument("--matmul_dtype", nargs="+", default=["none"], choices=["none", "bfloat16"],
-                      help="ModelConfig.matmul_dtype (none: products in --dtype), one row per value")
+  parser.add_argument("--matmul_dtype", nargs="+", default=["none"],
+                      choices=["none", "bfloat16"],
+                      help="ModelConfig.matmul_dtype (none: products in --dtype); one row each")
   parser.add_argument("--peak_size", type=int, default=2048, help="matmul size for the peak")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=None)

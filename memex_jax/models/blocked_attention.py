@@ -18,6 +18,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from memex_jax.models import products
+
 Array = jax.Array
 _F32 = jnp.float32
 # Masked scores: finite, so a tile a query sees none of gives weights that the first visible
@@ -32,7 +34,7 @@ def attention(q: Array, k: Array, v: Array, positions: Array, block: int,
   A query at position p sees slots 0..p, as `transformer.attention_mask` with a cache says.
   T and S are padded up to multiples of `block` (pad queries repeat the last position and are
   dropped; pad slots lie past every real position, so no real query sees them).
-  `operand_dtype`: see `_product`.
+  `operand_dtype`: see `products`.
   """
   t, s = q.shape[1], k.shape[1]
   pad_t, pad_s = -t % block, -s % block
@@ -40,14 +42,6 @@ def attention(q: Array, k: Array, v: Array, positions: Array, block: int,
   positions = jnp.pad(positions, ((0, 0), (0, pad_t)), mode="edge")
   k, v = (jnp.pad(x, ((0, 0), (0, pad_s), (0, 0), (0, 0))) for x in (k, v))
   return _tiled(q, k, v, positions, block, operand_dtype)[:, :t]
-
-
-def _product(spec: str, a: Array, b: Array, operand_dtype: str | None) -> Array:
-  """einsum(spec, a, b) accumulated in float32, its operands cast to `operand_dtype` when given
-  (bfloat16 runs on the CPU's matrix units)."""
-  if operand_dtype is not None:
-    a, b = a.astype(operand_dtype), b.astype(operand_dtype)
-  return jnp.einsum(spec, a, b, preferred_element_type=_F32)
 
 
 def _blocks(x: Array, block: int, axis: int) -> Array:
@@ -102,7 +96,8 @@ def _softmax_over_tiles(qi: Array, num_key_blocks: Array, key_tile,
     weights = jnp.exp(scores - new_top[..., None])
     rescale = jnp.exp(top - new_top)
     return (new_top, total * rescale + weights.sum(axis=-1),
-            acc * rescale[..., None] + _product("bkqgs,bksd->bkqgd", weights, vj, operand_dtype))
+            acc * rescale[..., None]
+            + products.einsum("bkqgs,bksd->bkqgd", weights, vj, operand_dtype))
 
   shape = qi.shape[:-1]
   init = (jnp.full(shape, _HIDDEN, _F32), jnp.zeros(shape, _F32), jnp.zeros(qi.shape, _F32))
@@ -123,7 +118,7 @@ def _tiled(q: Array, k: Array, v: Array, positions: Array, block: int,
     num_key_blocks = jnp.minimum(jnp.max(pi) // block + 1, s // block)
 
     def key_tile(j):
-      scores = _product("bkqgd,bksd->bkqgs", qi, keys[j], operand_dtype)  # B K Bq G Bk
+      scores = products.einsum("bkqgd,bksd->bkqgs", qi, keys[j], operand_dtype)  # B K Bq G Bk
       visible = (j * block + jnp.arange(block))[None, None, :] <= pi[:, :, None]  # B Bq Bk
       return jnp.where(visible[:, None, :, None, :], scores, _HIDDEN), values[j]
 
@@ -143,7 +138,7 @@ def causal_attention(q: Array, k: Array, v: Array, segment_ids: Array | None,
 
   Query i sees keys j <= i of its own segment, as `transformer.attention_mask` without a cache.
   T is padded up to a multiple of `block` with a segment no real token has.
-  `operand_dtype`: see `_product`; forward and backward alike.
+  `operand_dtype`: see `products`; forward and backward alike.
   """
   t = q.shape[1]
   if segment_ids is None:
@@ -162,7 +157,7 @@ def _causal_scores(qi: Array, kj: Array, i: Array, j: Array, si: Array, sj: Arra
   offsets = jnp.arange(block)
   causal = (j * block + offsets)[None, :] <= (i * block + offsets)[:, None]  # Bq Bk
   visible = causal[None] & (si[:, :, None] == sj[:, None, :])  # B Bq Bk
-  scores = _product("bkqgd,bksd->bkqgs", qi, kj, operand_dtype)
+  scores = products.einsum("bkqgd,bksd->bkqgs", qi, kj, operand_dtype)
   return jnp.where(visible[:, None, :, None, :], scores, _HIDDEN)
 
 
@@ -208,7 +203,7 @@ def _causal_bwd(block, operand_dtype, residuals, d_out):
   # delta_i = sum_j P_ij dP_ij = d_out_i . out_i (the softmax's backward term).
   delta = _blocks(jnp.sum(d_out * _by_kv_head(out, kv_heads), -1), block, 2)
   d_outs = _blocks(d_out, block, 2)  # NB B K Bq G Dh
-  product = functools.partial(_product, operand_dtype=operand_dtype)
+  product = functools.partial(products.einsum, operand_dtype=operand_dtype)
 
   def query_block(i, carry):
     d_keys, d_values, d_queries = carry

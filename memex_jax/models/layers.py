@@ -14,6 +14,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from memex_jax.models import blocked_attention
 from memex_jax.models import decode_attention
+from memex_jax.models import products
 from memex_jax.models import quant as quant_lib
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
@@ -40,18 +41,6 @@ class RMSNorm(nn.Module):
     return (normed * scale.astype(jnp.float32)).astype(x.dtype)
 
 
-def matmul(a: Array, b: Array, dims, operand_dtype: str | None) -> Array:
-  """dot_general(a, b, dims) in a's dtype, its operands cast to `operand_dtype` when given.
-
-  The products then accumulate in float32: XLA on the CPU runs bfloat16 x bfloat16 -> float32
-  on the matrix units (4-5x float32 here), while a bfloat16 result takes a slow path.
-  """
-  if operand_dtype is None:
-    return jax.lax.dot_general(a, b, dims)
-  return jax.lax.dot_general(a.astype(operand_dtype), b.astype(operand_dtype), dims,
-                             preferred_element_type=jnp.float32).astype(a.dtype)
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def linear(x: Array, kernel: Array, operand_dtype: str | None = None) -> Array:
   """x [.., In] @ kernel [In, Out] -> [.., Out], with a backward laid out for the CPU.
@@ -59,38 +48,24 @@ def linear(x: Array, kernel: Array, operand_dtype: str | None = None) -> Array:
   Autodiff's kernel gradient contracts x and the output gradient over their token axes; XLA on
   the CPU then writes a transposed copy of the [N Out] gradient, fused into the elementwise ops
   that produce it (SwiGLU's backward), with strided stores. Here the gradient is formed row-major
-  and x's transpose is a plain copy of its own. `operand_dtype` (see `matmul`) applies to the
+  and x's transpose is a plain copy of its own. `operand_dtype` (see `products`) applies to the
   forward and both backward products.
   """
-  return matmul(x, kernel, (((x.ndim - 1,), (0,)), ((), ())), operand_dtype)
+  return products.dot(x, kernel, (((x.ndim - 1,), (0,)), ((), ())), operand_dtype).astype(x.dtype)
 
 
 def _linear_fwd(x, kernel, operand_dtype):
   return linear(x, kernel, operand_dtype), (x, kernel)
 
 
-def row_major_transpose(x: Array) -> Array:
-  """x [N M] -> a row-major copy of x.T [M N].
-
-  XLA on the CPU lays a transpose out as a column-major view of its operand, and a product
-  taking that view runs in float32 whatever its operands' dtype (the matrix-unit kernels take
-  row-major operands only). Joining the two halves of the rows makes a copy with a layout of its
-  own; the copy is also what keeps XLA from folding the transpose into a strided contraction.
-  """
-  x_t = x.T
-  half = x_t.shape[1] // 2
-  return jnp.concatenate([x_t[:, :half], x_t[:, half:]], axis=1)
-
-
 def _linear_bwd(operand_dtype, residuals, d_y):
   x, kernel = residuals
-  cast = lambda a: a if operand_dtype is None else a.astype(operand_dtype)
-  d_y = jax.lax.optimization_barrier(cast(d_y))  # materialized as produced
-  d_x = jax.lax.dot_general(d_y, cast(kernel), (((d_y.ndim - 1,), (1,)), ((), ())),
-                            preferred_element_type=jnp.float32)  # .. In
-  x_t = row_major_transpose(cast(x).reshape(-1, x.shape[-1]))  # In N
-  d_kernel = jnp.dot(x_t, d_y.reshape(-1, d_y.shape[-1]),
-                     preferred_element_type=jnp.float32)  # In Out
+  # Cast before the copies, so they are made in the operand dtype.
+  d_y = jax.lax.optimization_barrier(products.cast(d_y, operand_dtype))  # materialized as produced
+  d_x = products.dot(d_y, kernel, (((d_y.ndim - 1,), (1,)), ((), ())), operand_dtype)  # .. In
+  x_t = products.row_major_transpose(products.cast(x, operand_dtype).reshape(-1, x.shape[-1]))
+  d_kernel = products.dot(x_t, d_y.reshape(-1, d_y.shape[-1]), (((1,), (0,)), ((), ())),
+                          operand_dtype)  # In Out
   return d_x.astype(x.dtype), d_kernel.astype(kernel.dtype)
 
 
@@ -107,7 +82,7 @@ class Projection(nn.Module):
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   group: int = quant_lib.DEFAULT_GROUP
-  operand_dtype: str | None = None  # see `matmul`
+  operand_dtype: str | None = None  # see `products`
 
   @nn.compact
   def __call__(self, x: Array) -> Array:

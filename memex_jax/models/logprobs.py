@@ -11,7 +11,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from memex_jax.models import layers
+from memex_jax.models import products
 from memex_jax.models import transformer
 from memex_jax.models.config import ModelConfig
 
@@ -128,12 +128,11 @@ def _head_logprobs_bwd(embed_axis, temperature, operand_dtype, residuals, cotang
     d_logits = (jnp.where(vocab == y[:, None], dc[:, None], 0.0)
                 - jnp.exp(logp) * (dc[:, None] + de[:, None] * (logp + ent[:, None])))
     d_logits = (d_logits / temperature).astype(h.dtype)  # C V
-    d_h = layers.matmul(d_logits, kernel.astype(h.dtype), (((1,), (1 - embed_axis,)), ((), ())),
-                        operand_dtype)  # C D
-    dtype = operand_dtype or h.dtype
-    h_t = layers.row_major_transpose(h.astype(dtype))  # a small [D C] copy
-    d_kernel_t = d_kernel_t + jnp.dot(h_t, d_logits.astype(dtype),
-                                      preferred_element_type=jnp.float32)  # D V
+    d_h = products.dot(d_logits, kernel.astype(h.dtype), (((1,), (1 - embed_axis,)), ((), ())),
+                       operand_dtype)  # C D
+    h_t = products.row_major_transpose(products.cast(h, operand_dtype))  # a small [D C] copy
+    d_kernel_t = d_kernel_t + products.dot(h_t, d_logits, (((1,), (0,)), ((), ())),
+                                           operand_dtype)  # D V
     return d_kernel_t, d_h
 
   def one_chunk(d_kernel_t, xs):

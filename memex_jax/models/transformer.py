@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from memex_jax.models import decode_attention
 from memex_jax.models import layers
+from memex_jax.models import products
 from memex_jax.models import rope
 from memex_jax.models.config import ModelConfig
 
@@ -94,13 +95,11 @@ def logits_from_hidden(hidden: Array, head: LMHead, operand_dtype: str | None = 
 
   The tied head is contracted as [V D]: written as `embedding.T @`, XLA on CPU materializes
   the transpose, a copy of the whole V x D matrix at every decode step. `operand_dtype`: both
-  operands cast to it (as `ModelConfig.matmul_dtype`), the product still float32.
+  operands cast to it (`products`).
   """
   kernel, embed_axis = head
-  dtype = operand_dtype or hidden.dtype
-  return jax.lax.dot_general(hidden.astype(dtype), kernel.astype(dtype),
-                             (((hidden.ndim - 1,), (embed_axis,)), ((), ())),
-                             preferred_element_type=jnp.float32)
+  return products.dot(hidden, kernel.astype(hidden.dtype),
+                      (((hidden.ndim - 1,), (embed_axis,)), ((), ())), operand_dtype)
 
 
 class Transformer(nn.Module):

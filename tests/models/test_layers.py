@@ -43,7 +43,3 @@ def test_linear_in_bfloat16_operands_equals_the_rounded_product_forward_and_back
   # and the rounding is really there: the float32 product differs
   assert np.max(np.abs(y - layers.linear(x, kernel))) > 1e-4
 
-
-def test_row_major_transpose_is_the_transpose():
-  x = jnp.arange(35.0).reshape(7, 5)  # odd row count: unequal halves
-  np.testing.assert_array_equal(layers.row_major_transpose(x), x.T)
