@@ -22,6 +22,9 @@ MALFORMED = "(malformed)"
 _ERROR = "Error: "
 # Quoted values and positions vary per call; what is left names the kind of problem.
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\[\d+\]|\([^()]*\)")
+# A malformed turn loops when some run of LOOP_WORDS words comes back LOOP_TIMES times: greedy
+# decoding caught in a cycle (a plan list extended until the turn's cap or the window ended it).
+LOOP_WORDS, LOOP_TIMES = 6, 4
 
 
 @dataclasses.dataclass
@@ -41,6 +44,7 @@ class Census:
       before them had the working context over the threshold.
     repeats: env tool calls whose arguments equal the episode's previous env call's (a
       policy stuck on a command, whatever the turns between).
+    looping: malformed turns that loop on a phrase (`loops`).
   """
 
   episodes: int = 0
@@ -52,6 +56,7 @@ class Census:
   observations: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   over_threshold: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   repeats: int = 0
+  looping: int = 0
 
   def as_dict(self) -> dict[str, Any]:
     """JSON-able: each counter as a dict, commonest first."""
@@ -61,6 +66,14 @@ class Census:
       out[field.name] = (dict(value.most_common()) if isinstance(value, collections.Counter)
                          else value)
     return out
+
+
+def loops(text: str) -> bool:
+  """Whether some run of LOOP_WORDS words occurs LOOP_TIMES or more times in `text`."""
+  words = text.split()
+  runs = collections.Counter(tuple(words[i:i + LOOP_WORDS])
+                             for i in range(len(words) - LOOP_WORDS + 1))
+  return bool(runs) and runs.most_common(1)[0][1] >= LOOP_TIMES
 
 
 def _reply_text(content: str) -> str:
@@ -89,6 +102,7 @@ def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_to
     name = call.name if call else MALFORMED
     census.calls[name] += 1
     census.over_threshold[name] += over
+    census.looping += call is None and loops(message["content"])
     if name == env_tool:
       census.repeats += call.arguments == previous
       previous = call.arguments
@@ -136,6 +150,9 @@ def render_census(c: Census, top: int = 5) -> str:
   lines.append(f"| all | {turns} | {turns / max(c.episodes, 1):.2f} | "
                f"{sum(c.errors.values())} | {sum(c.over_threshold.values())} |")
   lines += ["", f"{c.repeats} env calls repeated the episode's previous env call word for word."]
+  if c.looping:
+    lines.append(f"{c.looping} malformed turns loop on a phrase (a run of {LOOP_WORDS} words "
+                 f"{LOOP_TIMES} or more times): decoding caught in a cycle before the call closed.")
   if c.rejections:
     lines += ["", f"Rejected {COMPRESS} blocks, by problem:"]
     lines += [f"- {n} x {kind}" for kind, n in c.rejections.most_common(top)]

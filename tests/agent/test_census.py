@@ -27,11 +27,11 @@ SCRIPT = [_call("execute", command="read note"), _call("execute", command="go we
           _call("Finish", answer="done")]
 
 
-def _records(renderer, threshold):
+def _records(renderer, threshold, scripts=(SCRIPT, SCRIPT[:3] + SCRIPT[-1:])):
   config = AgentConfig(threshold=threshold, max_turn_tokens=256, max_steps=20)
-  trajectories = run_episodes(ScriptedPolicy(renderer, [SCRIPT, SCRIPT[:3] + SCRIPT[-1:]]),
+  trajectories = run_episodes(ScriptedPolicy(renderer, list(scripts)),
                               [EpisodeSpec(VaultEnv(), VaultTask(seed=1, corridor_length=3))
-                               for _ in range(2)], renderer, config)
+                               for _ in scripts], renderer, config)
   return json.loads(json.dumps([records.trajectory_record(t) for t in trajectories]))
 
 
@@ -51,6 +51,18 @@ def test_the_census_counts_each_call_its_errors_and_the_commonest_observations(r
   assert sum(found.observations.values()) == 7
   assert sum(found.over_threshold.values()) == 0
   assert found.repeats == 1  # the second "dance", three turns after the first
+  assert found.looping == 0  # one malformed turn, which says one thing once
+
+
+def test_malformed_turns_that_loop_on_a_phrase_are_counted(renderer):
+  # The loop a greedy SmolLM2 fell into in an evaluation: a plan list extended past its end.
+  looping = "Next: " + "go to the fridge, cool the pan with the fridge, " * 4
+  found = census.take_census(_records(renderer, threshold=4000, scripts=[
+      [looping, "I am not sure what to do.", _call("Finish", answer="done")]]))
+  assert found.calls[census.MALFORMED] == 2 and found.looping == 1
+  assert "1 malformed turns loop on a phrase" in census.render_census(found)
+  assert census.loops("a b c d e f " * 4) and not census.loops("a b c d e f " * 3)
+  assert not census.loops("")
 
 
 def test_turns_over_the_threshold_are_counted_by_call(renderer):
