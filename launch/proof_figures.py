@@ -76,7 +76,7 @@ def total_penalty(rows: list[dict[str, Any]], out: str | pathlib.Path) -> pathli
 def success_and_context(evaluations: dict[str, Any], keys: Sequence[str],
                         out: str | pathlib.Path) -> pathlib.Path:
   """Fig. 4: greedy success and peak working context per split and policy (± SE)."""
-  return _two_panels(evaluations, keys, out, "fig4_success_and_context.png",
+  return bar_panels(evaluations, keys, out, "fig4_success_and_context.png",
                      "Fig. 4: greedy evaluation before (SFT) and after (SFT+RL) MemexRL",
                      (("success", "{:.2f}", "success rate"),
                       ("peak_working", "{:.0f}", "peak working context (tokens)")))
@@ -85,20 +85,25 @@ def success_and_context(evaluations: dict[str, Any], keys: Sequence[str],
 def memory_calls(evaluations: dict[str, Any], keys: Sequence[str],
                  out: str | pathlib.Path) -> pathlib.Path:
   """Fig. 5: CompressExperience and ReadExperience calls per episode per split and policy."""
-  return _two_panels(evaluations, keys, out, "fig5_memory_calls.png",
+  return bar_panels(evaluations, keys, out, "fig5_memory_calls.png",
                      "Fig. 5: memory-tool use before (SFT) and after (SFT+RL) MemexRL",
                      (("num_compress", "{:.2f}", "CompressExperience calls / episode"),
                       ("num_read", "{:.2f}", "ReadExperience calls / episode")))
 
 
-def _two_panels(evaluations: dict[str, Any], keys: Sequence[str], out: str | pathlib.Path,
-                name: str, title: str,
-                panels: Sequence[tuple[str, str, str]]) -> pathlib.Path:
-  """Side-by-side grouped bars, one panel per (metric, value format, y label)."""
-  fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4))
-  for ax, (metric, fmt, ylabel) in zip(axes, panels):
+def bar_panels(evaluations: dict[str, Any], keys: Sequence[str], out: str | pathlib.Path,
+               name: str, title: str, panels: Sequence[tuple[str, str, str]],
+               columns: int | None = None) -> pathlib.Path:
+  """Grouped bars, one panel per (metric, value format, y label), `columns` panels a row (all
+  in one row by default)."""
+  columns = columns or len(panels)
+  rows = -(-len(panels) // columns)
+  fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
+  for ax, (metric, fmt, ylabel) in zip(axes.flat, panels):
     _grouped_bars(ax, evaluations, keys, metric, fmt)
     ax.set_ylabel(ylabel)
+  for ax in axes.flat[len(panels):]:
+    ax.set_visible(False)
   fig.suptitle(title)
   return _save(fig, out, name)
 
@@ -140,7 +145,7 @@ def _grouped_bars(ax, evaluations: dict[str, Any], keys: Sequence[str], metric: 
   if not policies:
     _note(ax, "no evaluation found")
     return
-  width, top = 0.8 / len(policies), 0.0
+  width, top, bottom = 0.8 / len(policies), 0.0, 0.0
   for i, policy in enumerate(policies):
     results = evaluations[policy]["results"]
     bars = [(g, results[k]) for g, k in enumerate(keys) if metric in results.get(k, {})]
@@ -151,10 +156,14 @@ def _grouped_bars(ax, evaluations: dict[str, Any], keys: Sequence[str], metric: 
     ax.bar(x, heights, width * 0.92, yerr=errors, capsize=4, color=POLICY_COLORS.get(policy),
            label=policy + unfinished)
     for xi, h, e in zip(x, heights, errors):
-      ax.annotate(fmt.format(h), (xi, h + e), xytext=(0, 2), textcoords="offset points",
-                  ha="center", va="bottom", fontsize=8)
-      top = max(top, h + e)
-  ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
+      below = h < 0  # a negative bar's value goes under its error bar
+      ax.annotate(fmt.format(h), (xi, h - e if below else h + e), xytext=(0, -2 if below else 2),
+                  textcoords="offset points", ha="center", va="top" if below else "bottom",
+                  fontsize=8)
+      top, bottom = max(top, h + e), min(bottom, h - e)
+  # Rewards are negative where only penalties were earned: the axis then reaches below 0.
+  ax.set_ylim(1.15 * bottom, 1.15 * top if top > 0 else (0.0 if bottom < 0 else 1.0))
+  ax.axhline(0, color="black", linewidth=0.6)
   ax.set_xticks(range(len(keys)), [k.replace("/", "\n") for k in keys])
   ax.grid(axis="y", alpha=0.3)
   ax.legend(fontsize=8, ncol=len(policies), loc="lower center", bbox_to_anchor=(0.5, 1.0),

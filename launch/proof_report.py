@@ -64,16 +64,21 @@ def read_metrics(path: pathlib.Path, kind: str, keys: Sequence[str]) -> list[dic
           for r in run_log.read_log(path, kind=kind)]
 
 
-def finished_episodes(folder: pathlib.Path) -> dict[str, Any]:
-  """`<split>/<regime>` -> the summary of the episodes an evaluation's trajectories hold."""
-  results = {}
+def evaluation_records(folder: pathlib.Path) -> dict[str, list[dict[str, Any]]]:
+  """`<split>/<regime>` -> the episode records of an evaluation's trajectories (none: {})."""
+  found = {}
   for path in sorted((folder / "trajectories").glob("*.jsonl")):
     regime = next((m for m in agent_config.MODES if path.stem.endswith("_" + m)), None)
     played = records.read_records(path)
     if regime is not None and played:
-      split = path.stem.removesuffix("_" + regime)
-      results[f"{split}/{regime}"] = records.summarize([r["metrics"] for r in played])
-  return results
+      found[f"{path.stem.removesuffix('_' + regime)}/{regime}"] = played
+  return found
+
+
+def finished_episodes(folder: pathlib.Path) -> dict[str, Any]:
+  """`<split>/<regime>` -> the summary of the episodes an evaluation's trajectories hold."""
+  return {key: records.summarize([r["metrics"] for r in played])
+          for key, played in evaluation_records(folder).items()}
 
 
 def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
