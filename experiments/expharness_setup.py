@@ -42,7 +42,10 @@ def _suite_records(suite: str, num: int, seed: int) -> list[sources.TaskRecord]:
   if suite == "gsm_symbolic":  # generated offline by reasoning-gym
     return list(sources.gsm_symbolic_records(num, seed))
   source = builders.load_suite(suite)
-  return [sources.TaskRecord.from_example(source[i]) for i in range(min(num, len(source)))]
+  # A seeded sample over the whole suite: its stored order groups records (MMLU's first 50 are
+  # all moral scenarios), so the first `num` would be one topic.
+  picks = np.random.default_rng(seed).choice(len(source), min(num, len(source)), replace=False)
+  return [sources.TaskRecord.from_example(source[int(i)]) for i in sorted(picks)]
 
 
 def _alfworld_tasks(c: Any) -> list[HarnessTask]:

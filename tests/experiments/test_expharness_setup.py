@@ -24,6 +24,16 @@ def test_static_split_is_deterministic_and_disjoint():
   assert all(t.family == "math" and not t.agentic for t in train + held_out)
 
 
+def test_a_stored_suite_is_sampled_across_its_topics():
+  # MMLU's stored order puts 50 moral-scenario questions first: the first 40 are one topic.
+  records = setup._suite_records("mmlu", 40, seed=0)  # pylint: disable=protected-access
+  assert len({r.id for r in records}) == 40 and len({r.metadata["topic"] for r in records}) >= 10
+  assert [r.id for r in setup._suite_records("mmlu", 40, seed=0)] == [r.id for r in records]
+  assert [r.id for r in setup._suite_records("mmlu", 40, seed=1)] != [r.id for r in records]
+  train, held_out = setup.split_tasks(_config(suites=("mmlu",), per_suite=40, eval_per_suite=10))
+  assert len(train) == 30 and len(held_out) == 10
+
+
 def test_a_suite_too_small_to_train_on_is_refused():
   with pytest.raises(ValueError, match="leave none for training"):
     setup.split_tasks(_config(per_suite=3, eval_per_suite=3))
