@@ -6,7 +6,7 @@
 Each LABEL=FOLDER names an `experiments.evaluate` workdir (or a proof run's eval_* folder); its
 `trajectories/<split>_<regime>.jsonl` are read, so an evaluation still running or cut short
 counts the episodes it finished. Per `<split>/<regime>` the table has a row per policy: the
-proof report's columns, how episodes ended, the census of calls (compressions rejected,
+proof report's columns, the games won, how episodes ended, the census of calls (compressions rejected,
 malformed turns and those looping on a phrase) and the share of env replies that were the
 commonest one (ALFWorld's "Nothing happens."). The paired table takes each policy against the
 first over the games both played (the same games when the evaluations share their settings):
@@ -28,11 +28,11 @@ import numpy as np
 
 from launch import proof_figures
 from launch import proof_report
+from memex_jax.agent import FINISH_REASONS
 from memex_jax.agent import census as census_lib
 from memex_jax.agent import records
 
 PAIRED = ("reward", "success", "score")
-FINISHES = ("env_done", "context_overflow", "max_steps")
 PANELS = (("reward", "{:.3f}", "reward"), ("success", "{:.2f}", "success rate"),
           ("finish_context_overflow", "{:.2f}", "share ended by overflow"),
           ("num_compress", "{:.2f}", "CompressExperience / episode"),
@@ -58,7 +58,7 @@ def read_evaluation(folder: pathlib.Path) -> dict[str, list[dict[str, Any]]]:
 def describe(played: list[dict[str, Any]]) -> dict[str, Any]:
   """The summary (every finish share filled in), the census and the per-game metrics."""
   summary = records.summarize([r["metrics"] for r in played])
-  for reason in FINISHES:
+  for reason in FINISH_REASONS:
     summary.setdefault(f"finish_{reason}", 0.0)
   census = census_lib.take_census(played)
   replies = sum(census.observations.values())
@@ -96,11 +96,13 @@ def compare(policies: Sequence[tuple[str, pathlib.Path]]) -> dict[str, Any]:
 
 def _policy_row(label: str, d: dict[str, Any]) -> str:
   s, c = d["summary"], d["census"]
-  ended = " / ".join(f"{round(s[f'finish_{r}'] * s['episodes'])}" for r in FINISHES)
+  won = round(s["success"] * s["episodes"])
+  ended = ", ".join(f"{r} {round(s[f'finish_{r}'] * s['episodes'])}" for r in FINISH_REASONS
+                    if s[f"finish_{r}"] > 0)
   compress = c["calls"].get(census_lib.COMPRESS, 0)
   malformed = c["calls"].get(census_lib.MALFORMED, 0)
   cells = [proof_report.cell(s, *column[1:]) for column in proof_report.COLUMNS]
-  return (f"| {label} | " + " | ".join(cells) + f" | {ended} | "
+  return (f"| {label} | " + " | ".join(cells) + f" | {won} | {ended} | "
           f"{c['errors'].get(census_lib.COMPRESS, 0)} of {compress} | "
           f"{malformed} ({c['looping']}) | {d['commonest_reply_share']:.2f} |")
 
@@ -110,9 +112,9 @@ def markdown(compared: dict[str, Any], command: str) -> str:
   for key, found in compared.items():
     split, _, regime = key.partition("/")
     parts += [f"## {split} ({regime} regime, greedy)", "",
-              "| policy | " + " | ".join(c[0] for c in proof_report.COLUMNS) + " | won / "
-              "overflow / max steps | compress rejected | malformed (looping) | commonest reply |",
-              "|---|" + "---:|" * (len(proof_report.COLUMNS) + 4)]
+              "| policy | " + " | ".join(c[0] for c in proof_report.COLUMNS) + " | won | "
+              "ended by | compress rejected | malformed (looping) | commonest reply |",
+              "|---|" + "---:|" * (len(proof_report.COLUMNS) + 5)]
     parts += [_policy_row(label, d) for label, d in found["policies"].items()]
     replies = {d["commonest_reply"] for d in found["policies"].values()} - {None}
     parts += ["", "Commonest env reply: " + ", ".join(repr(r[:60]) for r in sorted(replies)), ""]

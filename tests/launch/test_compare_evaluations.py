@@ -59,6 +59,7 @@ def test_the_table_pairs_each_policy_with_the_first_over_the_same_games(renderer
   assert pair["reward"] < 0 and pair["success"] == 0.0
   table = out.with_suffix(".md").read_text()
   assert "| slipping | 3 |" in table and "minus steady" in table
+  assert table.count("| 0 | finish 3 |") == 2  # none won; each episode ended by its Finish call
   assert "| slipping | 2 | " + f"{pair['reward']:+.3f}" in table
   assert capsys.readouterr().out == table + "\n"  # printed as written
   with Image.open(out.with_suffix(".png")) as image:
