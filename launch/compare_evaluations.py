@@ -117,7 +117,9 @@ def markdown(compared: dict[str, Any], command: str) -> str:
               "|---|" + "---:|" * (len(proof_report.COLUMNS) + 5)]
     parts += [_policy_row(label, d) for label, d in found["policies"].items()]
     replies = {d["commonest_reply"] for d in found["policies"].values()} - {None}
-    parts += ["", "Commonest env reply: " + ", ".join(repr(r[:60]) for r in sorted(replies)), ""]
+    parts.append("")
+    if replies:
+      parts += ["Commonest env reply: " + ", ".join(repr(r[:60]) for r in sorted(replies)), ""]
     if found["paired"]:
       first = next(iter(found["policies"]))
       parts += [f"Paired over the games both played, minus {first}:", "",
