@@ -96,13 +96,11 @@ def compare(policies: Sequence[tuple[str, pathlib.Path]]) -> dict[str, Any]:
 
 def _policy_row(label: str, d: dict[str, Any]) -> str:
   s, c = d["summary"], d["census"]
-  won = round(s["success"] * s["episodes"])
-  ended = ", ".join(f"{r} {round(s[f'finish_{r}'] * s['episodes'])}" for r in FINISH_REASONS
-                    if s[f"finish_{r}"] > 0)
+  ended = ", ".join(f"{reason} {n}" for reason, n in c["finish"].items())
   compress = c["calls"].get(census_lib.COMPRESS, 0)
   malformed = c["calls"].get(census_lib.MALFORMED, 0)
   cells = [proof_report.cell(s, *column[1:]) for column in proof_report.COLUMNS]
-  return (f"| {label} | " + " | ".join(cells) + f" | {won} | {ended} | "
+  return (f"| {label} | " + " | ".join(cells) + f" | {c['won']} | {ended} | "
           f"{c['errors'].get(census_lib.COMPRESS, 0)} of {compress} | "
           f"{malformed} ({c['looping']}) | {d['commonest_reply_share']:.2f} |")
 
