@@ -71,6 +71,7 @@ def warm_start_flags(c: Any) -> list[str]:
       "demos.num": w.demos, "demos.agent.context_window": w.demo_context_window,
       "demos.agent.threshold": a.threshold, "demos.agent.summary_token_budget":
           a.summary_token_budget, "demos.agent.prompt_style": a.prompt_style,
+      "demos.agent.offer_free_index": a.offer_free_index,
       "batch.rows": 1, "batch.seq_len": w.seq_len, "optim.learning_rate": w.learning_rate,
       "num_steps": w.num_steps, "max_minutes": w.max_minutes, "heldout.one_in": 0,
       "log_every": 5, "checkpoint.every": 10}

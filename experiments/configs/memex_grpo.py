@@ -86,6 +86,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.summary_token_budget = 300
   # "compact": tools as one-line signatures (~0.5K tokens, not ~1K), in every segment trained.
   c.agent.prompt_style = "full" if gpu else "compact"
+  # The over-threshold warning names an unused archive index (AgentConfig.offer_free_index).
+  c.agent.offer_free_index = True
 
   c.chat = ml_collections.ConfigDict()
   c.chat.assistant_prefix = ""  # text forced at the start of each turn, e.g. "<tool_call>"

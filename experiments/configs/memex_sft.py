@@ -45,6 +45,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.demos.agent.threshold = rl.agent.threshold
   c.demos.agent.prompt_style = rl.agent.prompt_style
   c.demos.agent.summary_token_budget = rl.agent.summary_token_budget
+  c.demos.agent.offer_free_index = rl.agent.offer_free_index
   # One step's [rows, seq_len] minibatch; an epoch packs every demonstration segment.
   c.batch = ml_collections.ConfigDict()
   c.batch.rows = 8 if gpu else 1

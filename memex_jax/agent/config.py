@@ -31,6 +31,10 @@ class AgentConfig:
     summary_token_budget: tokens kept of a compression's progress state.
     description_token_budget: tokens kept of each index-map description.
     warn_fraction: ContextStatus warns once working >= warn_fraction * threshold.
+    offer_free_index: in the memex regime, the over-threshold warning names an unused index
+      (`notes_<n>`, `ExperienceStore.free_index`). SmolLM2 after SFT wrote the index map's last
+      index again instead of the next one in 22 of 23 rejected compressions
+      (results/memex_cpu/2026-12-06); False leaves the counting to the policy.
     env_tool: name of the tool that forwards `command` to the environment.
     env_tool_description: its description in the tool schema.
     env_instructions: extra environment-specific text for the system prompt.
@@ -47,6 +51,7 @@ class AgentConfig:
   summary_token_budget: int = 300
   description_token_budget: int = 48
   warn_fraction: float = 0.8
+  offer_free_index: bool = True
   env_tool: str = "execute"
   env_tool_description: str = "Run one action in the environment and see what happens."
   env_instructions: str = ""

@@ -108,7 +108,9 @@ class Episode:
     """
     body = tool_response(text) if from_tool else text
     usage = self._usage(extra=len(self._piece(Message("user", body)).ids))
-    status = ContextStatus(usage, self._config.threshold, self._config.warn_fraction).render()
+    offer = self._config.mode == MEMEX and self._config.offer_free_index
+    status = ContextStatus(usage, self._config.threshold, self._config.warn_fraction,
+                           self.store.free_index() if offer else "").render()
     self._reported_working = usage.working
     self._working.append(self._piece(Message("user", f"{body}\n{status}" if body else status)))
 

@@ -121,7 +121,7 @@ class Demonstrator:
     # Right after a read, act on what it returned before compressing: compressing first would
     # drop it from the context, and a read that crosses the threshold would loop compress -> read.
     if status and status.over and not self._read:
-      return self._compress(working)
+      return self._compress(working, status.free_index)
     command = self._next_command()
     missing = [i for i in self._needed_ids(command) if not mentions(working, i)]
     readable = {index: content for index, content in self._blocks.items()
@@ -301,8 +301,9 @@ class Demonstrator:
         f"Searching for a {kind}: {receptacle} is next, as a {kind_of(receptacle)} often holds "
         "one."])
 
-  def _compress(self, working: str) -> str:
-    """CompressExperience: the anchored listing, one explicit note, a type-level plan."""
+  def _compress(self, working: str, free_index: str) -> str:
+    """CompressExperience: the anchored listing, one explicit note (under the index the status
+    offers, if any), a type-level plan."""
     current = [(c, obs) for s, c, obs in self._log if s == self._segment]
     self._segment += 1
     # One anchored block, the look listing, in a fixed form; what searches found goes into the
@@ -334,7 +335,7 @@ class Demonstrator:
                "Exact ids are archived: read the block you need before acting on it.")
     # Counted, not named by content: notes named by the receptacles their segment visited did
     # worse in two SFT runs (results/memex_cpu/2026-12-05e): fewer compressions accepted.
-    index = self._new_index(f"notes_{self._segment}")
+    index = free_index or self._new_index(f"notes_{self._segment}")
     for brief in (False, True):  # Brief notes name only what the task needs.
       notes = self._notes(current, brief)
       turn = tool_call("The working context is over the threshold: I archive "

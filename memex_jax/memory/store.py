@@ -59,6 +59,13 @@ class ExperienceStore:
   def entries(self) -> list[ExperienceEntry]:
     return list(self._entries.values())
 
+  def free_index(self, stem: str = "notes") -> str:
+    """The first of `stem_1`, `stem_2`, ... that names no entry yet."""
+    n = 1
+    while f"{stem}_{n}" in self._entries:
+      n += 1
+    return f"{stem}_{n}"
+
   def write(self, index: str, content: str, description: str = "", step: int = -1) -> None:
     """Archives `content` under a new index; a bad or already used index is an error."""
     problem = index_error(index)

@@ -13,6 +13,7 @@ from memex_jax.envs.alfworld.env import AlfWorldEnv, memex_harder
 from memex_jax.envs.pool import EnvPool
 from memex_jax.envs.pooled import PooledEnv
 from memex_jax.envs.toy import VaultEnv, VaultTask, vault_code
+from memex_jax.memory import parse_status
 
 TASK = VaultTask(seed=7, corridor_length=4)
 
@@ -176,6 +177,28 @@ def test_rejected_memory_calls_leave_the_context_and_store_unchanged(renderer):
           "ReadExperience, Finish") in replies[2]
   assert replies[3].startswith("Format error (invalid_json)")
   assert trajectory.metrics.num_malformed == 1 and trajectory.answer == "done"
+
+
+def _archive_under_the_offered_index(context: str) -> str:
+  offered = parse_status(context).free_index
+  return _call("CompressExperience", summary="Going east.", db_blocks=[
+      {"index": offered or "unoffered", "description": "notes", "db_content": "east"}])
+
+
+@pytest.mark.parametrize("offer", [True, False])
+def test_the_over_threshold_warning_offers_the_next_unused_index(renderer, offer):
+  script = [_archive_under_the_offered_index] * 3 + [_call("Finish", answer="x")]
+  # threshold=1: every status is over the threshold, so every turn is offered an index.
+  [trajectory] = _run(renderer, [script], threshold=1, offer_free_index=offer)
+  if offer:
+    assert list(trajectory.memory) == ["notes_1", "notes_2", "notes_3"]
+    assert trajectory.metrics.num_compress == 3
+  else:  # The same call each time: the second and third reuse the first's index.
+    assert list(trajectory.memory) == ["unoffered"] and trajectory.metrics.num_compress == 1
+  replies = [m.content for s in trajectory.segments for m in s.messages if m.role == "user"]
+  assert any("(free index: notes_4)" in r for r in replies) == offer
+  [summary_only] = _run(renderer, [script], threshold=1, mode="summary_only")
+  assert not any("free index" in m.content for s in summary_only.segments for m in s.messages)
 
 
 def test_episodes_end_independently_in_one_batch(renderer):

@@ -84,15 +84,17 @@ def test_stats_count_the_empty_places_before_the_first_sight(played):
     assert demos.demonstration_stats(trajectory)["empty_searches"] == len(searched) - 1
 
 
-def test_notes_are_numbered_by_compression(played):
+def test_notes_are_numbered_by_compression_under_the_index_the_status_offers(played):
   numbered = 0
   for game, seed, trajectory in played:
     for number, segment in enumerate(trajectory.segments, 1):
-      for message in segment.messages[2:]:
+      working = segment.messages[2:]
+      for before, message in zip(working, working[1:]):
         call = parse_turn(message.content).call if message.role == "assistant" else None
         if call and call.name == "CompressExperience":
           notes = [b["index"] for b in call.arguments["db_blocks"] if b["index"] != "room_listing"]
           assert notes == [f"notes_{number}"], (game, seed, notes)
+          assert f"(free index: notes_{number})" in before.content, (game, seed)
           numbered += 1
   assert numbered >= 1  # the small games compress rarely (twice in all when written)
 

@@ -36,3 +36,14 @@ def test_parse_status_reads_back_the_last_rendered_line():
       f"<tool_response>\nYou see a door.\n</tool_response>\n{below.render()}") == below
   assert parse_status(f"{over.render()}\nobservation\n{below.render()}") == below
   assert parse_status("[Context Status: working=100]") is None
+
+
+def test_an_over_threshold_status_offers_its_free_index_and_parses_it_back():
+  over = ContextStatus(ContextUsage(10, 1001), threshold=1000, free_index="notes_3")
+  assert "new indices (free index: notes_3) and keep" in over.render()
+  assert parse_status(f"obs\n{over.render()}") == over
+  below = ContextStatus(ContextUsage(10, 999), threshold=1000, free_index="notes_3")
+  assert "free index" not in below.render()
+  assert parse_status(below.render()).free_index == ""
+  # Only the warning right after the last status line counts, not text that follows it.
+  assert parse_status(f"{below.render()}\n(free index: notes_9)").free_index == ""

@@ -48,3 +48,13 @@ def test_unknown_index_lists_the_available_ones():
   with pytest.raises(ExperienceStoreError, match=r"unknown index 'gamma'; available indices: "
                      r"alpha, beta"):
     store.read("gamma")
+
+
+def test_free_index_is_the_first_unused_numbered_index():
+  store = ExperienceStore()
+  assert store.free_index() == "notes_1"
+  store.write("notes_1", "a")
+  store.write("notes_3", "c")
+  assert store.free_index() == "notes_2" and store.free_index("room") == "room_1"
+  store.write("notes_2", "b")
+  assert store.free_index() == "notes_4"
