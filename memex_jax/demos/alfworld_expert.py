@@ -11,7 +11,7 @@ search going on, and never a revisit.
 Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
 is archived verbatim by anchors in one fixed form (the listing phrase, the first and the last
 receptacle), a note of every receptacle's contents and of the actions done is written explicitly
-(db_content), and the progress state keeps types, not ids. When the next action needs an id the
+(db_content) under the index the warning offers, and the progress state keeps types, not ids. When the next action needs an id the
 working context no longer shows, it calls ReadExperience on the smallest block holding it, and
 the action then uses what it read.
 
