@@ -11,9 +11,9 @@ search going on, and never a revisit.
 Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
 is archived verbatim by anchors in one fixed form (the listing phrase, the first and the last
 receptacle), a note of every receptacle's contents and of the actions done is written explicitly
-(db_content) under the index the warning offers, and the progress state keeps types, not ids. When the next action needs an id the
-working context no longer shows, it calls ReadExperience on the smallest block holding it, and
-the action then uses what it read.
+(db_content) under the index the warning offers, and the progress state keeps types, not ids.
+When the next action needs an id the working context no longer shows, it calls ReadExperience on
+the smallest block holding it, and the action then uses what it read.
 
 With `slip_rate` > 0 it sometimes slips first: it repeats its previous command, which the engine
 refuses ("Nothing happens."), and then goes on with a turn that notes the refusal. Demonstrations
@@ -335,7 +335,9 @@ class Demonstrator:
                "Exact ids are archived: read the block you need before acting on it.")
     # Counted, not named by content: notes named by the receptacles their segment visited did
     # worse in two SFT runs (results/memex_cpu/2026-12-05e): fewer compressions accepted.
-    index = free_index or self._new_index(f"notes_{self._segment}")
+    # Every earlier compression was accepted (or the demonstration failed), so the count is
+    # the offer's number too.
+    index = free_index or f"notes_{self._segment}"
     for brief in (False, True):  # Brief notes name only what the task needs.
       notes = self._notes(current, brief)
       turn = tool_call("The working context is over the threshold: I archive "
@@ -368,11 +370,3 @@ class Demonstrator:
     label = "searched, nothing needed" if brief else "empty"
     return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +
                      ([f"- {label}: {', '.join(rest)}"] if rest else []) + done)
-
-  def _new_index(self, base: str) -> str:
-    index, n = base, 1
-    while index in self._blocks:
-      n += 1
-      index = f"{base}_{n}"
-    return index
-

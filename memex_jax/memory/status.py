@@ -6,9 +6,11 @@ import dataclasses
 import re
 
 from memex_jax.memory.accounting import ContextUsage
+from memex_jax.memory.store import INDEX_PATTERN
 
 _LINE = re.compile(r"\[Context Status: working=(\d+), total=(\d+), threshold=(\d+)\]")
-_OFFER = re.compile(r"\n\[Warning: working > threshold\.[^\]\n]*\(free index: ([A-Za-z0-9_-]+)\)")
+# The warning line right after a status line, if it offers an index.
+_OFFER = re.compile(rf"\n\[Warning:[^\]\n]*\(free index: ({INDEX_PATTERN.pattern})\)")
 
 
 @dataclasses.dataclass(frozen=True)
