@@ -6,7 +6,8 @@ likeliest first for the object type it needs (a prior over receptacle types per 
 estimated from the training games: `search_prior`), open the closed ones, and take the first
 thing of that type it sees at once; something seen earlier is fetched without a search. The rest
 of the walkthrough runs with the instances it found. So demonstrations show empty places and the
-search going on, and never a revisit.
+search going on, and never a revisit. The turn after a search's visit first restates what the
+place holds, then decides: take what the task needs, or search on.
 
 Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
 is archived verbatim by anchors in one fixed form (the listing phrase, the first and the last
@@ -267,8 +268,9 @@ class Demonstrator:
     if self._visit:
       return self._search_reason(verb, ids[0])
     if verb == "take" and self._found_by_search:
-      return pick([f"{ids[-1]} holds {ids[0]}, the {kind_of(ids[0])} the task needs; I take it "
-                   "now.", f"There is {ids[0]}: I stop searching and take it."])
+      return f"{self._seen_here()}: " + pick([
+          f"{ids[0]} is the {kind_of(ids[0])} the task needs; I take it now.",
+          f"there is {ids[0]}, so I stop searching and take it."])
     needed = self._needed_ids(command)
     if verb == "go" and len(needed) > 1:
       return f"The {needed[0]} I need is at {ids[0]}; going there."
@@ -292,7 +294,7 @@ class Demonstrator:
                    f"I open {receptacle} to see whether a {kind} is inside."])
     last = self._searched[-1] if self._searched else None
     visited = last and self._log[-1][1] in (f"{v} {last}" for v in ("go to", "open", "examine"))
-    empty = f"No {kind} at {last}. " if visited else ""
+    empty = f"{self._seen_here()}: no {kind}. " if visited else ""
     return empty + pick([
         f"I still need a {kind}; {receptacle} is the likeliest place for one that I have not "
         "searched yet.",
@@ -300,6 +302,13 @@ class Demonstrator:
         "next.",
         f"Searching for a {kind}: {receptacle} is next, as a {kind_of(receptacle)} often holds "
         "one."])
+
+  def _seen_here(self) -> str:
+    """What the last action showed, restated ('cabinet 2 has candle 2, soapbar 2'), for a turn
+    that decides on it: the decision then reads ids the turn has just copied. SFT policies took
+    things a place did not hold (every take of the twelfth proof run was refused)."""
+    _, command, observation = self._log[-1]
+    return f"{THING_ID.findall(command)[-1]} has {', '.join(seen_items(observation)) or 'nothing'}"
 
   def _compress(self, working: str, free_index: str) -> str:
     """CompressExperience: the anchored listing, one explicit note (under the index the status

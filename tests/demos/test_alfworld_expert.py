@@ -2,6 +2,7 @@
 revisits, and it takes the first thing of the kind it needs as soon as it sees it."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -76,6 +77,37 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
     assert take.endswith(f"from {places[-1]}")
     empty += len(places) > 1
   assert empty > 0  # some demonstration shows places found empty before the thing
+
+
+_RESTATED = re.compile(r"([a-z]+ \d+) has ([^:]*): (no ([a-z]+)\.|([a-z]+ \d+) is the|there is "
+                       r"([a-z]+ \d+))")
+
+
+def test_a_visit_is_restated_before_the_search_decides(played):
+  """The turn after a search's visit copies what the place holds, then takes the kind it needs
+  from that list, or names the kind as missing and searches on."""
+  took = searched_on = 0
+  for game, seed, trajectory in played:
+    for segment in trajectory.segments:
+      working = segment.messages[2:]
+      for before, reply, message in zip(working, working[1:], working[2:]):
+        match = message.role == "assistant" and _RESTATED.match(message.content)
+        if not match:
+          continue
+        visit = parse_turn(before.content).call.arguments["command"]
+        items = seen_items(tool_response_body(reply.content) or "")
+        assert visit.endswith(match[1]), (game, seed, message.content)
+        assert match[2] == (", ".join(items) or "nothing"), (game, seed, message.content)
+        command = parse_turn(message.content).call.arguments["command"]
+        if match[4]:  # none of the kind here: the search goes on elsewhere
+          assert all(kind_of(i) != match[4] for i in items), (game, seed, message.content)
+          assert command.startswith("go to ") and not command.endswith(match[1])
+          searched_on += 1
+        else:  # the kind is here: it is taken from the list just restated
+          thing = match[5] or match[6]
+          assert thing in items and command == f"take {thing} from {match[1]}", (game, seed)
+          took += 1
+  assert took >= len(played) // 2 and searched_on > 0
 
 
 def test_stats_count_the_empty_places_before_the_first_sight(played):
