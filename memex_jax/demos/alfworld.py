@@ -17,7 +17,7 @@ import functools
 import json
 import os
 import random
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
 from memex_jax.demos import memory_stats
@@ -32,7 +32,7 @@ from memex_jax.rl.sample import trained_runs
 __all__ = [
     "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
     "expert_solution", "make_demonstration", "planner_walkthrough", "read_walkthrough",
-    "task_type", "untrained_turns",
+    "task_type", "weighted_turns",
 ]
 
 
@@ -112,13 +112,15 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   if not trajectory.metrics.success:
     raise DemonstrationError(f"{game_path}: the demonstration ended with "
                              f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
-  return untrained_turns(trajectory, demonstrator.slips)
+  weights = {turn: config.found_weight for turn in demonstrator.found}
+  return weighted_turns(trajectory, {**weights, **{turn: 0 for turn in demonstrator.slips}})
 
 
-def untrained_turns(trajectory: Trajectory, turns: Sequence[int]) -> Trajectory:
-  """`trajectory` with the given assistant turns (counted from 0 over the episode) out of its
-  segments' loss masks: they stay in the context, as what the next turns answer."""
-  if not turns:
+def weighted_turns(trajectory: Trajectory, weights: Mapping[int, int]) -> Trajectory:
+  """`trajectory` with the loss masks of the given assistant turns (counted from 0 over the
+  episode) times their weights. A turn at weight 0 is out of the loss and stays in the context,
+  as what the next turns answer."""
+  if all(w == 1 for w in weights.values()):
     return trajectory
   segments, turn = [], 0
   for segment in trajectory.segments:
@@ -129,8 +131,7 @@ def untrained_turns(trajectory: Trajectory, turns: Sequence[int]) -> Trajectory:
       raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
                                f"{assistant_turns} assistant turns")
     for run in runs:
-      if turn in turns:
-        mask[run] = 0
+      mask[run] *= weights.get(turn, 1)
       turn += 1
     segments.append(dataclasses.replace(
         segment, sample=dataclasses.replace(segment.sample, loss_mask=mask)))

@@ -11,6 +11,7 @@ from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.demos.alfworld_text import kind_of, seen_items
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LISTING
+from memex_jax.rl.sample import trained_runs
 
 
 def _executed(trajectory):
@@ -32,6 +33,12 @@ def _search(executed):
               for c, obs in executed[:first_take]
               if c.split(" ")[0] in ("go", "open", "examine") and "you see" in obs]
   return searched, executed[first_take][0]
+
+
+def _small_games_played(small_root, renderer, config, env):
+  """(game, demonstration) of every small game, at seed 0, with `config`."""
+  return [(game, demos.make_demonstration(game, renderer, config, 0, env))
+          for game in games.find_games(small_root, "valid_seen")]
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +86,10 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
   assert empty > 0  # some demonstration shows places found empty before the thing
 
 
+_HOLDING = re.compile(r"Holding: (nothing|[a-z]+ \d+)\. ")
 _RESTATED = re.compile(r"([a-z]+ \d+) has ([^:]*): (no ([a-z]+)\.|([a-z]+ \d+) is the|there is "
                        r"([a-z]+ \d+))")
+_PICKED_UP = re.compile(r"You pick up the ([a-z]+ \d+) from")
 
 
 def test_a_visit_is_restated_before_the_search_decides(played):
@@ -91,7 +100,8 @@ def test_a_visit_is_restated_before_the_search_decides(played):
     for segment in trajectory.segments:
       working = segment.messages[2:]
       for before, reply, message in zip(working, working[1:], working[2:]):
-        match = message.role == "assistant" and _RESTATED.match(message.content)
+        holding = message.role == "assistant" and _HOLDING.match(message.content)
+        match = holding and _RESTATED.match(message.content, holding.end())
         if not match:
           continue
         visit = parse_turn(before.content).call.arguments["command"]
@@ -108,6 +118,53 @@ def test_a_visit_is_restated_before_the_search_decides(played):
           assert thing in items and command == f"take {thing} from {match[1]}", (game, seed)
           took += 1
   assert took >= len(played) // 2 and searched_on > 0
+
+
+def test_each_action_turn_opens_with_what_the_engine_says_is_held(played):
+  """"Holding: X." is the thing of the engine's last 'You pick up', until a move puts it down:
+  the line a policy's summaries and moves can copy."""
+  for game, seed, trajectory in played:
+    held, turns = "nothing", 0
+    for segment in trajectory.segments:
+      working = segment.messages[2:]
+      for message, reply in zip(working, working[1:] + working[-1:]):
+        call = parse_turn(message.content).call if message.role == "assistant" else None
+        if not call or call.name != "execute":
+          continue
+        holding = _HOLDING.match(message.content)
+        assert holding and holding[1] == held, (game, seed, held, message.content)
+        turns += 1
+        observation = tool_response_body(reply.content) or ""
+        picked = _PICKED_UP.match(observation)
+        held = picked[1] if picked else "nothing" if observation.startswith("You move") else held
+    m = trajectory.metrics
+    assert turns == m.steps - m.num_compress - m.num_read, (game, seed)
+
+
+def test_bad_settings_are_refused(demonstration_config):
+  with pytest.raises(ValueError, match="found_weight=0 must be >= 1"):
+    dataclasses.replace(demonstration_config, found_weight=0)
+  with pytest.raises(ValueError, match="slip_rate=1.0 must be in"):
+    dataclasses.replace(demonstration_config, slip_rate=1.0)
+
+
+def test_found_turns_weigh_found_weight_in_the_loss(
+    small_root, renderer, demonstration_config, demonstration_env):
+  config = dataclasses.replace(demonstration_config, found_weight=3)
+  weighed = 0
+  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
+    for segment in trajectory.segments:
+      mask = segment.sample.loss_mask
+      turns = [m.content for m in segment.messages if m.role == "assistant"]
+      weights = [int(mask[run].max()) for run in trained_runs(mask)]
+      assert [int(mask[run].min()) for run in trained_runs(mask)] == weights
+      assert len(weights) == len(turns)
+      for turn, weight in zip(turns, weights):  # the take of what a search just found, only
+        holding = _HOLDING.match(turn)
+        restated = holding and _RESTATED.search(turn, holding.end())  # after "From <index>: "
+        assert weight == (3 if restated and not restated[4] else 1), (game, turn)
+        weighed += weight == 3
+  assert weighed >= 2
 
 
 def test_stats_count_the_empty_places_before_the_first_sight(played):
@@ -133,12 +190,9 @@ def test_notes_are_numbered_by_compression_under_the_index_the_status_offers(pla
 
 def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
     small_root, renderer, demonstration_config, demonstration_env):
-  with pytest.raises(ValueError, match="slip_rate=1.0 must be in"):
-    dataclasses.replace(demonstration_config, slip_rate=1.0)
   config = dataclasses.replace(demonstration_config, slip_rate=0.5)
   slipped = 0
-  for game in games.find_games(small_root, "valid_seen"):
-    trajectory = demos.make_demonstration(game, renderer, config, 0, demonstration_env)
+  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
     assert trajectory.metrics.success, game
     executed = _executed(trajectory)
     repeats = [n for n in range(1, len(executed)) if executed[n][0] == executed[n - 1][0]]
@@ -161,5 +215,7 @@ def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
       # Each slip is followed by a turn that notes the refusal (or compresses first).
       for turn, after in zip(turns, turns[1:]):
         if turn in slips:
-          assert after.startswith("Nothing happened: ") or "CompressExperience" in after
+          holding = _HOLDING.match(after)
+          assert (holding and after.startswith("Nothing happened: ", holding.end()) or
+                  "CompressExperience" in after)
   assert slipped >= 2
