@@ -8,7 +8,8 @@ Each LABEL=FOLDER names an `experiments.evaluate` workdir (or a proof run's eval
 counts the episodes it finished. Per `<split>/<regime>` the table has a row per policy: the
 proof report's columns, the games won, how episodes ended, the census of calls (compressions rejected,
 malformed turns and those looping on a phrase) and the share of env replies that were the
-commonest one (ALFWorld's "Nothing happens."). The paired table takes each policy against the
+commonest one (ALFWorld's "Nothing happens."); a second table counts each policy's env calls by
+command word and how many of them got that commonest reply. The paired table takes each policy against the
 first over the games both played (the same games when the evaluations share their settings):
 mean difference in reward, success and score with the standard error of the differences.
 Writes OUT.md, OUT.json (every number, with the command) and OUT.png.
@@ -17,6 +18,7 @@ Writes OUT.md, OUT.json (every number, with the command) and OUT.png.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import pathlib
@@ -105,6 +107,27 @@ def _policy_row(label: str, d: dict[str, Any]) -> str:
           f"{malformed} ({c['looping']}) | {d['commonest_reply_share']:.2f} |")
 
 
+def _command_table(policies: dict[str, Any], words: int = 8) -> list[str]:
+  """Rows of env calls by command word (the `words` most called over all policies): calls /
+  those whose reply was the policy's commonest one."""
+  counted = {label: census_lib.Census(commands={
+      w: collections.Counter(r) for w, r in d["census"]["commands"].items()}).command_replies(
+          d["commonest_reply"]) for label, d in policies.items() if d["commonest_reply"]}
+  totals = collections.Counter()
+  for rows in counted.values():
+    totals.update({w: calls for w, (calls, _) in rows.items()})
+  shown = [w for w, _ in totals.most_common(words)]
+  if not shown:
+    return []
+  lines = ["Env calls by command word: calls / those that got the commonest reply:", "",
+           "| policy | " + " | ".join(w or "(none)" for w in shown) + " |",
+           "|---|" + "---:|" * len(shown)]
+  for label, rows in counted.items():
+    lines.append(f"| {label} | " + " | ".join("{} / {}".format(*rows.get(w, (0, 0)))
+                                               for w in shown) + " |")
+  return lines + [""]
+
+
 def markdown(compared: dict[str, Any], command: str) -> str:
   parts = ["# Evaluations compared", "", f"Command: `{command}`", ""]
   for key, found in compared.items():
@@ -118,6 +141,7 @@ def markdown(compared: dict[str, Any], command: str) -> str:
     parts.append("")
     if replies:
       parts += ["Commonest env reply: " + ", ".join(repr(r[:60]) for r in sorted(replies)), ""]
+    parts += _command_table(found["policies"])
     if found["paired"]:
       first = next(iter(found["policies"]))
       parts += [f"Paired over the games both played, minus {first}:", "",

@@ -3,8 +3,9 @@
 Episode metrics say how an evaluation ended; the census says why, from the stored messages
 alone, so any finished run can be read after the fact (`python -m memex_jax.agent.show FILE
 --census`): how each call fared, why compressions were rejected, which observations came back
-most often (an environment's refusals, such as ALFWorld's "Nothing happens."), and which calls
-the policy made while its working context was over the threshold.
+most often (an environment's refusals, such as ALFWorld's "Nothing happens."), which replies
+each command word got (how many takes and moves were refused), and which calls the policy made
+while its working context was over the threshold.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Census:
     rejections: a compression's rejected block, its problem with indices and values blanked
       -> blocks.
     observations: the first line of an env tool's reply -> replies.
+    commands: an env call's command word (`command_word`) -> the first line of its reply ->
+      replies.
     over_threshold: tool name (or MALFORMED) -> turns taken while the last context status
       before them had the working context over the threshold.
     repeats: env tool calls whose arguments equal the episode's previous env call's (a
@@ -54,18 +57,31 @@ class Census:
   errors: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   rejections: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   observations: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  commands: dict[str, collections.Counter] = dataclasses.field(default_factory=dict)
   over_threshold: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   repeats: int = 0
   looping: int = 0
 
   def as_dict(self) -> dict[str, Any]:
     """JSON-able: each counter as a dict, commonest first."""
-    out = {}
-    for field in dataclasses.fields(self):
-      value = getattr(self, field.name)
-      out[field.name] = (dict(value.most_common()) if isinstance(value, collections.Counter)
-                         else value)
-    return out
+    def plain(value):
+      return (dict(value.most_common()) if isinstance(value, collections.Counter) else
+              {k: plain(v) for k, v in value.items()} if isinstance(value, dict) else value)
+    return {field.name: plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+  def command_replies(self, reply: str) -> dict[str, tuple[int, int]]:
+    """Command word -> (calls with a reply, of them those whose reply was `reply`), most
+    called first."""
+    return {word: (sum(replies.values()), replies[reply]) for word, replies in sorted(
+        self.commands.items(), key=lambda item: -sum(item[1].values()))}
+
+
+def command_word(arguments: Mapping[str, Any]) -> str:
+  """The leading word of an env call's first argument ('take' of 'take apple 1 from table 1'),
+  or '' when it has none."""
+  first = next(iter(arguments.values()), "")
+  word = re.match(r"[A-Za-z_]+", first.strip()) if isinstance(first, str) else None
+  return word.group().lower() if word else ""
 
 
 def loops(text: str) -> bool:
@@ -114,7 +130,10 @@ def _count_segment(census: Census, messages: Sequence[Mapping[str, str]], env_to
       if name == COMPRESS:
         census.rejections.update(_rejection_kinds(reply))
     elif name == env_tool:
-      census.observations[reply.splitlines()[0] if reply else ""] += 1
+      first_line = reply.splitlines()[0] if reply else ""
+      census.observations[first_line] += 1
+      census.commands.setdefault(command_word(call.arguments),
+                                 collections.Counter())[first_line] += 1
   return previous
 
 
@@ -159,4 +178,10 @@ def render_census(c: Census, top: int = 5) -> str:
   if c.observations:
     lines += ["", f"Commonest observations ({sum(c.observations.values())} in all):"]
     lines += [f"- {n} x {_clip(text)!r}" for text, n in c.observations.most_common(top)]
+    commonest = c.observations.most_common(1)[0][0]
+    lines += ["", "Env calls by command word, and how many got the commonest observation "
+              f"({_clip(commonest, 40)!r}):", "", "| command | calls | that reply |",
+              "|---|---:|---:|"]
+    lines += [f"| {word or '(none)'} | {calls} | {same} |"
+              for word, (calls, same) in c.command_replies(commonest).items()]
   return "\n".join(lines) + "\n"

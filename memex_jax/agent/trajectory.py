@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from memex_jax.agent.chat import Message
 from memex_jax.agent.rewards import RewardBreakdown
 from memex_jax.rl.sample import Sample

@@ -52,6 +52,12 @@ def test_the_census_counts_each_call_its_errors_and_the_commonest_observations(r
   assert sum(found.over_threshold.values()) == 0
   assert found.repeats == 1  # the second "dance", three turns after the first
   assert found.looping == 0  # one malformed turn, which says one thing once
+  # By command word: every "dance" got the commonest reply, no other command did.
+  dance = found.observations.most_common(1)[0][0]
+  assert found.command_replies(dance) == {"dance": (3, 3), "read": (2, 0), "go": (2, 0)}
+  assert found.as_dict()["commands"]["dance"] == {dance: 3}
+  assert census.command_word({"command": "  take apple 1 from table 1"}) == "take"
+  assert census.command_word({"code": 42}) == census.command_word({}) == ""
 
 
 def test_malformed_turns_that_loop_on_a_phrase_are_counted(renderer):
@@ -78,6 +84,7 @@ def test_show_prints_the_census(renderer, tmp_path, capsys):
   out = capsys.readouterr().out
   assert out.startswith("2 episodes, 0 won; finished by ")
   assert "| CompressExperience | 2 | 1.00 | 1 | 0 |" in out
+  assert "| dance | 3 | 3 |\n| read | 2 | 0 |" in out
   assert "- 3 x \"Unknown command 'dance'" in out
   assert "1 env calls repeated the episode's previous env call word for word." in out
   assert show.main([str(tmp_path / "missing.jsonl"), "--census"]) == 2

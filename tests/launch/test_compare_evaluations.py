@@ -61,6 +61,9 @@ def test_the_table_pairs_each_policy_with_the_first_over_the_same_games(renderer
   assert "| slipping | 3 |" in table and "minus steady" in table
   assert table.count("| 0 | finish 3 |") == 2  # none won; each episode ended by its Finish call
   assert "| slipping | 2 | " + f"{pair['reward']:+.3f}" in table
+  # Each policy read the note once per game; each game's note names its own code, so one of
+  # the three replies is the commonest (the first of the ties).
+  assert "| policy | read |\n|---|---:|\n| steady | 3 / 1 |\n| slipping | 3 / 1 |" in table
   assert capsys.readouterr().out == table + "\n"  # printed as written
   with Image.open(out.with_suffix(".png")) as image:
     assert image.size[0] > image.size[1] > 300
