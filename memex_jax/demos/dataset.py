@@ -91,6 +91,26 @@ def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None,
         yield ids, mask
 
 
+def demonstration_records(folder: str) -> list[dict[str, Any]]:
+  """The demonstrations of a dataset folder as episode records (`agent.records`' form: game,
+  trajectory_id, task, metrics, segments as message lists), in the order written."""
+  messages: dict[int, dict[int, list[dict[str, str]]]] = collections.defaultdict(dict)
+  for shard in sorted(os.listdir(folder)):
+    if shard.startswith(SEGMENTS_PREFIX) and shard.endswith(".jsonl"):
+      with open(os.path.join(folder, shard)) as f:
+        for line in f:
+          segment = json.loads(line)
+          messages[segment["demo"]][segment["segment_index"]] = segment["messages"]
+  out = []
+  with open(os.path.join(folder, TRAJECTORIES)) as f:
+    for line in f:
+      demo = json.loads(line)
+      segments = messages.get(demo["demo"], {})
+      out.append({"game": demo["game"], "trajectory_id": demo["demo"], "task": demo["task_text"],
+                  "metrics": demo["metrics"], "segments": [segments[i] for i in sorted(segments)]})
+  return out
+
+
 def _new_worker(family: str, config: Any) -> dict[str, Any]:
   """What one process demonstrates with: its family's expert on its own engine, rendered for
   SmolLM2 (the family's modules are imported here, in the process that plays)."""

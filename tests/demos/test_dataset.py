@@ -13,6 +13,7 @@ from memex_jax.agent import (EpisodeSpec, ScriptedPolicy, build_system_prompt, p
                              run_episodes)
 from memex_jax.demos import dataset as dataset_lib
 from memex_jax import demos
+from memex_jax.agent import show
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.memory import parse_status
@@ -249,3 +250,19 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_and_slips(
   assert system == build_system_prompt(agent.tool_schemas(), agent.mode, agent.env_instructions,
                                        "compact")
   assert "- ReadExperience(index):" in system and '{"type": "function"' not in system
+
+
+def test_demonstrations_read_back_as_episode_records_that_show_prints(dataset, capsys):
+  out, _, trajectories, segments = dataset
+  found = dataset_lib.demonstration_records(out)
+  assert [r["trajectory_id"] for r in found] == [t["demo"] for t in trajectories]
+  for record in found:
+    stored = sorted(segments[record["trajectory_id"]], key=lambda s: s["segment_index"])
+    assert record["segments"] == [s["messages"] for s in stored]
+    assert record["metrics"]["success"] and record["task"]
+  assert show.main([out, "--index", "1"], read=dataset_lib.demonstration_records) == 0
+  printed = capsys.readouterr().out
+  assert printed.startswith(f"# {found[1]['game']}\n\nTask: {found[1]['task']}\n")
+  assert printed.count("## Segment ") == len(found[1]["segments"])
+  assert show.main([out, "--census"], read=dataset_lib.demonstration_records) == 0
+  assert capsys.readouterr().out.startswith(f"{NUM} episodes, {NUM} won; finished by env_done")
