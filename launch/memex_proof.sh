@@ -22,6 +22,8 @@
 # falls along a cosine to a tenth of its peak (config.optim.decay_steps; 0 keeps it constant).
 # SLIP_RATE (0) is the chance per action that the expert first repeats a command the engine
 # refuses and then recovers (demos.dataset --slip-rate; the slips are not trained on).
+# WRONG_TAKE_RATE (0) is the chance per decision to search on that the expert first takes the
+# kind from the place without it, refused, and recovers (demos.dataset --wrong-take-rate).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
 # (demos.dataset --found-weight).
 # MATMUL_DTYPE (unset: float32 products) = bfloat16 runs every model stage (SFT, evaluations,
@@ -34,7 +36,8 @@ SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
-  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE FOUND_WEIGHT MATMUL_DTYPE)"
+  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
+  FOUND_WEIGHT MATMUL_DTYPE)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -109,7 +112,7 @@ stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworl
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
-  --found-weight "${FOUND_WEIGHT:-1}"
+  --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --found-weight "${FOUND_WEIGHT:-1}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

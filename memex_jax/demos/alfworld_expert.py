@@ -18,12 +18,13 @@ receptacle), a note of every receptacle's contents and of the actions done is wr
 When the next action needs an id the working context no longer shows, it calls ReadExperience on
 the smallest block holding it, and the action then uses what it read.
 
-With `slip_rate` > 0 it sometimes slips first: it repeats its previous command, which the engine
-refuses ("Nothing happens."), and then goes on with a turn that notes the refusal. Demonstrations
-then show what to do after a refused command (evaluated SFT policies repeated refused commands
-in loops, a state no clean demonstration shows); the slipped turns are left out of the loss
-(`Demonstrator.slips`). Measured once, at 0.2, it hurt: the policy copied the command that the
-recovery turn names into its next call (results/memex_cpu/2026-12-05e), so it is off by default.
+It can slip first, playing a command the engine refuses ("Nothing happens."), then go on with a
+turn that notes the refusal, so demonstrations show what to do after one (a state no clean
+demonstration shows); slipped turns are left out of the loss (`Demonstrator.slips`). With
+`slip_rate` it repeats its previous command: measured once, at 0.2, it hurt, the policy copying
+the command the recovery turn named (results/memex_cpu/2026-12-05e). With `wrong_take_rate` it
+takes the kind it seeks from a place its turn has just restated without one, the fourteenth
+proof run's commonest refused call, after which that policy went on to claim it held the thing.
 
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
@@ -63,6 +64,9 @@ class DemonstrationConfig:
       every receptacle is as likely (a random search order).
     slip_rate: the chance, at each environment action after a go, open, take or move, that
       the expert first repeats that command (refused by the engine) and then recovers.
+    wrong_take_rate: the chance, at each decision to search on for a thing to take (hands
+      empty), that the expert first takes its kind from the place that lacks it (refused by the
+      engine) and then recovers.
     found_weight: how many times the tokens of a turn that takes what a search just found weigh
       in the SFT loss (`Demonstrator.found`). Such turns are one in four of a search's
       decisions; the thirteenth proof run's policy said "no <kind>" at 5 of the 8 places that
@@ -73,11 +77,13 @@ class DemonstrationConfig:
   env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
   prior: SearchPrior | None = None
   slip_rate: float = 0.0
+  wrong_take_rate: float = 0.0
   found_weight: int = 1
 
   def __post_init__(self):
-    if not 0.0 <= self.slip_rate < 1.0:
-      raise ValueError(f"slip_rate={self.slip_rate} must be in [0, 1)")
+    for name in ("slip_rate", "wrong_take_rate"):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
     if self.found_weight < 1:
       raise ValueError(f"found_weight={self.found_weight} must be >= 1")
 
@@ -112,7 +118,7 @@ class Demonstrator:
     self.slips: list[int] = []  # The turns (from 0, over the episode) that slipped.
     self.found: list[int] = []  # The turns that take what a search just found.
     self._turns = 0
-    self._slipped: str | None = None  # A slip whose refusal the next action notes.
+    self._slipped: str | None = None  # What the next action notes of a slip's refusal.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
@@ -144,11 +150,12 @@ class Demonstrator:
       kinds = " and the ".join(map(kind_of, missing))
       return tool_call(f"I need the exact id of the {kinds}; it is archived under {self._read}, "
                        "so I read it back instead of searching again.", READ, index=self._read)
-    slip = self._slip()
+    slip = self._slip(command)
     if slip:
+      slipped, said, self._slipped = slip
       self.slips.append(self._turns - 1)
-      self._expected, self._slipped = (f"the slip {slip!r}", REFUSED), slip
-      return tool_call(f"Next: {slip}.", "execute", command=slip)
+      self._expected = (f"the slip {slipped!r}", REFUSED)
+      return tool_call(said, "execute", command=slipped)
     self._queue.pop(0)
     self._awaiting = command
     reason = self._reason(command)
@@ -158,19 +165,31 @@ class Demonstrator:
       first = reason[0] if reason.startswith("I ") else reason[0].lower()
       reason, self._read, self._slipped = f"From {self._read}: {first}{reason[1:]}", None, None
     elif self._slipped:
-      reason, self._slipped = f"Nothing happened: {self._slipped} was already done. {reason}", None
+      reason, self._slipped = f"Nothing happened: {self._slipped} {reason}", None
     return tool_call(f"Holding: {self._holding or 'nothing'}. {reason}", "execute",
                      command=command)
 
-  def _slip(self) -> str | None:
-    """With chance `slip_rate`, the previous command again (not twice running, not after a
-    read or a compression): the engine refuses it and changes nothing."""
-    if not self._config.slip_rate or self._read or self._slipped or not self._log:
+  def _slip(self, command: str) -> tuple[str, str, str] | None:
+    """A command the engine refuses, to play before `command` (not twice running, not after a
+    read or a compression): (it, its turn's text, what the next turn notes), or None."""
+    if self._read or self._slipped or not self._log:
       return None
     segment, previous, _ = self._log[-1]
-    if segment != self._segment or previous.split(" ")[0] not in _SLIPPABLE:
+    if segment != self._segment:
       return None  # Only a command the context still shows.
-    return previous if self._rng.random() < self._config.slip_rate else None
+    place, kind = THING_ID.findall(previous)[-1:], self._searching
+    if (self._config.wrong_take_rate and kind and command.startswith("go to ") and
+        self._steps[self._step_at][0] == "take" and not self._holding and
+        place == self._searched[-1:] and previous.split(" ")[0] in ("go", "open", "examine") and
+        self._rng.random() < self._config.wrong_take_rate):
+      thing = f"{kind} {self._rng.randint(1, 3)}"  # The place holds none: any number is refused.
+      return (f"take {thing} from {place[0]}", f"Holding: {self._holding or 'nothing'}. "
+              f"{self._seen_here()}: {thing} is the {kind} the task needs; I take it now.",
+              f"{place[0]} holds no {kind}.")
+    if (self._config.slip_rate and previous.split(" ")[0] in _SLIPPABLE and
+        self._rng.random() < self._config.slip_rate):
+      return previous, f"Next: {previous}.", f"{previous} was already done."
+    return None
 
   # What to do next.
 

@@ -241,6 +241,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
   with open(os.path.join(out, SUMMARY), "w") as f:
     json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent),
                "slip_rate": getattr(config, "slip_rate", 0.0),
+               "wrong_take_rate": getattr(config, "wrong_take_rate", 0.0),
                "found_weight": getattr(config, "found_weight", 1), **summary}, f, indent=1,
               default=str)
   return summary
@@ -268,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--slip-rate", type=float, default=0.0,
                       help="chance per action that the expert first repeats its previous "
                       "command, refused by the engine, and recovers (slips are not trained on)")
+  parser.add_argument("--wrong-take-rate", type=float, default=0.0,
+                      help="chance per decision to search on that the expert first takes the "
+                      "kind from the place without it, refused, and recovers (not trained on)")
   parser.add_argument("--found-weight", type=int, default=1,
                       help="weight in the SFT loss of a turn that takes what a search just found")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
@@ -281,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> None:
       agent=smollm2_alfworld(context_window=args.context_window, threshold=args.threshold,
                              prompt_style=args.prompt_style,
                              max_turn_tokens=args.max_turn_tokens),
-      prior=prior, slip_rate=args.slip_rate, found_weight=args.found_weight)
+      prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
+      found_weight=args.found_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

@@ -146,6 +146,39 @@ def test_bad_settings_are_refused(demonstration_config):
     dataclasses.replace(demonstration_config, found_weight=0)
   with pytest.raises(ValueError, match="slip_rate=1.0 must be in"):
     dataclasses.replace(demonstration_config, slip_rate=1.0)
+  with pytest.raises(ValueError, match="wrong_take_rate=-0.1 must be in"):
+    dataclasses.replace(demonstration_config, wrong_take_rate=-0.1)
+
+
+def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_empty_handed(
+    small_root, renderer, demonstration_config, demonstration_env):
+  """A wrong take names the sought kind at a place just restated without it; the engine refuses
+  it, and the next turn still holds nothing, says why, and searches elsewhere (trained on)."""
+  config = dataclasses.replace(demonstration_config, wrong_take_rate=0.9)
+  wrong = 0
+  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
+    assert trajectory.metrics.success, game
+    for segment in trajectory.segments:
+      ids, mask = segment.sample.token_ids, segment.sample.loss_mask
+      trained = renderer.tokenizer.decode(ids[mask > 0].tolist())
+      working = segment.messages[2:]
+      for turn, reply, after in zip(working, working[1:], working[2:]):
+        call = turn.role == "assistant" and parse_turn(turn.content).call
+        restated = call and _RESTATED.search(turn.content)
+        if not restated or restated[4] or not call.arguments["command"].startswith("take "):
+          continue
+        thing = call.arguments["command"].split(" from ")[0][5:]
+        if thing not in restated[2].split(", "):  # a wrong take: refused, not trained on
+          assert (tool_response_body(reply.content) or "").startswith("Nothing happens")
+          assert turn.content.split("<tool_call>")[0] not in trained, (game, turn.content)
+          assert after.content.startswith(  # the hands still empty: the take changed nothing
+              f"Holding: nothing. Nothing happened: {restated[1]} holds no "
+              f"{kind_of(thing)}. {restated[1]} has {restated[2]}: no {kind_of(thing)}."), (
+                  game, after.content)
+          assert after.content.split("<tool_call>")[0] in trained
+          assert parse_turn(after.content).call.arguments["command"].startswith("go to ")
+          wrong += 1
+  assert wrong >= 2
 
 
 def test_found_turns_weigh_found_weight_in_the_loss(
