@@ -110,9 +110,8 @@ def _policy_row(label: str, d: dict[str, Any]) -> str:
 def _command_table(policies: dict[str, Any], words: int = 8) -> list[str]:
   """Rows of env calls by command word (the `words` most called over all policies): calls /
   those whose reply was the policy's commonest one."""
-  counted = {label: census_lib.Census(commands={
-      w: collections.Counter(r) for w, r in d["census"]["commands"].items()}).command_replies(
-          d["commonest_reply"]) for label, d in policies.items() if d["commonest_reply"]}
+  counted = {label: census_lib.command_replies(d["census"]["commands"], d["commonest_reply"])
+             for label, d in policies.items() if d["commonest_reply"]}
   totals = collections.Counter()
   for rows in counted.values():
     totals.update({w: calls for w, (calls, _) in rows.items()})

@@ -69,11 +69,13 @@ class Census:
               {k: plain(v) for k, v in value.items()} if isinstance(value, dict) else value)
     return {field.name: plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
 
-  def command_replies(self, reply: str) -> dict[str, tuple[int, int]]:
-    """Command word -> (calls with a reply, of them those whose reply was `reply`), most
-    called first."""
-    return {word: (sum(replies.values()), replies[reply]) for word, replies in sorted(
-        self.commands.items(), key=lambda item: -sum(item[1].values()))}
+
+def command_replies(commands: Mapping[str, Mapping[str, int]],
+                    reply: str) -> dict[str, tuple[int, int]]:
+  """Command word -> (calls with a reply, of them those whose reply was `reply`), most called
+  first, from `Census.commands` or its `as_dict` form."""
+  return {word: (sum(replies.values()), replies.get(reply, 0)) for word, replies in sorted(
+      commands.items(), key=lambda item: -sum(item[1].values()))}
 
 
 def command_word(arguments: Mapping[str, Any]) -> str:
@@ -183,5 +185,5 @@ def render_census(c: Census, top: int = 5) -> str:
               f"({_clip(commonest, 40)!r}):", "", "| command | calls | that reply |",
               "|---|---:|---:|"]
     lines += [f"| {word or '(none)'} | {calls} | {same} |"
-              for word, (calls, same) in c.command_replies(commonest).items()]
+              for word, (calls, same) in command_replies(c.commands, commonest).items()]
   return "\n".join(lines) + "\n"

@@ -69,8 +69,8 @@ class DemonstrationConfig:
       engine) and then recovers.
     found_weight: how many times the tokens of a turn that takes what a search just found weigh
       in the SFT loss (`Demonstrator.found`). Such turns are one in four of a search's
-      decisions; the thirteenth proof run's policy said "no <kind>" at 5 of the 8 places that
-      held it.
+      decisions; the thirteenth proof run's policy said "no <kind>" at 4 of the 7 places whose
+      restated list held it.
   """
 
   agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
@@ -166,8 +166,7 @@ class Demonstrator:
       reason, self._read, self._slipped = f"From {self._read}: {first}{reason[1:]}", None, None
     elif self._slipped:
       reason, self._slipped = f"Nothing happened: {self._slipped} {reason}", None
-    return tool_call(f"Holding: {self._holding or 'nothing'}. {reason}", "execute",
-                     command=command)
+    return tool_call(f"{self._holding_line()} {reason}", "execute", command=command)
 
   def _slip(self, command: str) -> tuple[str, str, str] | None:
     """A command the engine refuses, to play before `command` (not twice running, not after a
@@ -177,15 +176,14 @@ class Demonstrator:
     segment, previous, _ = self._log[-1]
     if segment != self._segment:
       return None  # Only a command the context still shows.
-    place, kind = THING_ID.findall(previous)[-1:], self._searching
-    if (self._config.wrong_take_rate and kind and command.startswith("go to ") and
+    place, kind = self._just_visited(), self._searching
+    if (self._config.wrong_take_rate and kind and place and command.startswith("go to ") and
         self._steps[self._step_at][0] == "take" and not self._holding and
-        place == self._searched[-1:] and previous.split(" ")[0] in ("go", "open", "examine") and
         self._rng.random() < self._config.wrong_take_rate):
       thing = f"{kind} {self._rng.randint(1, 3)}"  # The place holds none: any number is refused.
-      return (f"take {thing} from {place[0]}", f"Holding: {self._holding or 'nothing'}. "
-              f"{self._seen_here()}: {thing} is the {kind} the task needs; I take it now.",
-              f"{place[0]} holds no {kind}.")
+      return (f"take {thing} from {place}", f"{self._holding_line()} {self._seen_here()}: "
+              f"{thing} is the {kind} the task needs; I take it now.",
+              f"{place} holds no {kind}.")
     if (self._config.slip_rate and previous.split(" ")[0] in _SLIPPABLE and
         self._rng.random() < self._config.slip_rate):
       return previous, f"Next: {previous}.", f"{previous} was already done."
@@ -324,9 +322,7 @@ class Demonstrator:
     if verb == "open":
       return pick([f"{receptacle} is closed; I open it to look for a {kind}.",
                    f"I open {receptacle} to see whether a {kind} is inside."])
-    last = self._searched[-1] if self._searched else None
-    visited = last and self._log[-1][1] in (f"{v} {last}" for v in ("go to", "open", "examine"))
-    empty = f"{self._seen_here()}: no {kind}. " if visited else ""
+    empty = f"{self._seen_here()}: no {kind}. " if self._just_visited() else ""
     return empty + pick([
         f"I still need a {kind}; {receptacle} is the likeliest place for one that I have not "
         "searched yet.",
@@ -334,6 +330,17 @@ class Demonstrator:
         "next.",
         f"Searching for a {kind}: {receptacle} is next, as a {kind_of(receptacle)} often holds "
         "one."])
+
+  def _just_visited(self) -> str | None:
+    """The receptacle whose contents the last action showed, when it is the last one searched."""
+    last = self._searched[-1] if self._searched else None
+    if last and self._log[-1][1] in (f"{v} {last}" for v in ("go to", "open", "examine")):
+      return last
+    return None
+
+  def _holding_line(self) -> str:
+    """What every action turn opens with, and what a summary's "Holding:" says."""
+    return f"Holding: {self._holding or 'nothing'}."
 
   def _seen_here(self) -> str:
     """What the last action showed, restated ('cabinet 2 has candle 2, soapbar 2'), for a turn
@@ -372,7 +379,7 @@ class Demonstrator:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
     summary = (f"Done: used look (it is no longer available); {len(self._searched)} receptacles "
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
-               f".\nHolding: {self._holding or 'nothing'}.\nNext: {', '.join(remaining)}.\n"
+               f".\n{self._holding_line()}\nNext: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
     # Counted, not named by content: notes named by the receptacles their segment visited did
     # worse in two SFT runs (results/memex_cpu/2026-12-05e): fewer compressions accepted.

@@ -61,6 +61,16 @@ def weigh_last_turn(mask: np.ndarray, weight: int) -> np.ndarray:
   return out
 
 
+def _segment_shards(path: str) -> list[str]:
+  """The segment files of a dataset folder (or the one file given), in name order."""
+  shards = ([path] if os.path.isfile(path) else
+            sorted(os.path.join(path, f) for f in os.listdir(path)
+                   if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
+  if not shards:
+    raise FileNotFoundError(f"no {SEGMENTS_PREFIX}-*.jsonl shards in {path}")
+  return shards
+
+
 def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None,
                       compress_weight: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """(token_ids [T] int32, loss_mask [T] int32) of every segment of a dataset folder or shard
@@ -72,12 +82,7 @@ def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None,
   """
   if compress_weight < 1:
     raise ValueError(f"compress_weight={compress_weight} must be >= 1")
-  shards = ([path] if os.path.isfile(path) else
-            sorted(os.path.join(path, f) for f in os.listdir(path)
-                   if f.startswith(SEGMENTS_PREFIX) and f.endswith(".jsonl")))
-  if not shards:
-    raise FileNotFoundError(f"no {SEGMENTS_PREFIX}-*.jsonl shards in {path}")
-  for shard in shards:
+  for shard in _segment_shards(path):
     with open(shard) as f:
       for line_number, line in enumerate(f, 1):
         record = json.loads(line)
@@ -95,12 +100,11 @@ def demonstration_records(folder: str) -> list[dict[str, Any]]:
   """The demonstrations of a dataset folder as episode records (`agent.records`' form: game,
   trajectory_id, task, metrics, segments as message lists), in the order written."""
   messages: dict[int, dict[int, list[dict[str, str]]]] = collections.defaultdict(dict)
-  for shard in sorted(os.listdir(folder)):
-    if shard.startswith(SEGMENTS_PREFIX) and shard.endswith(".jsonl"):
-      with open(os.path.join(folder, shard)) as f:
-        for line in f:
-          segment = json.loads(line)
-          messages[segment["demo"]][segment["segment_index"]] = segment["messages"]
+  for shard in _segment_shards(folder):
+    with open(shard) as f:
+      for line in f:
+        segment = json.loads(line)
+        messages[segment["demo"]][segment["segment_index"]] = segment["messages"]
   out = []
   with open(os.path.join(folder, TRAJECTORIES)) as f:
     for line in f:

@@ -54,7 +54,8 @@ def test_the_census_counts_each_call_its_errors_and_the_commonest_observations(r
   assert found.looping == 0  # one malformed turn, which says one thing once
   # By command word: every "dance" got the commonest reply, no other command did.
   dance = found.observations.most_common(1)[0][0]
-  assert found.command_replies(dance) == {"dance": (3, 3), "read": (2, 0), "go": (2, 0)}
+  assert census.command_replies(found.commands, dance) == {"dance": (3, 3), "read": (2, 0),
+                                                           "go": (2, 0)}
   assert found.as_dict()["commands"]["dance"] == {dance: 3}
   assert census.command_word({"command": "  take apple 1 from table 1"}) == "take"
   assert census.command_word({"code": 42}) == census.command_word({}) == ""
