@@ -24,6 +24,8 @@
 # refuses and then recovers (demos.dataset --slip-rate; the slips are not trained on).
 # WRONG_TAKE_RATE (0) is the chance per decision to search on that the expert first takes the
 # kind from the place without it, refused, and recovers (demos.dataset --wrong-take-rate).
+# TURN_TOKENS (CPU 400) caps the tokens of one model turn, in the demonstrations and every
+# evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
 # (demos.dataset --found-weight).
 # MATMUL_DTYPE (unset: float32 products) = bfloat16 runs every model stage (SFT, evaluations,
@@ -79,7 +81,8 @@ elif [ "${SCALE}" = cpu ]; then
        # so the budget ends at a low rate; in 35 minutes it matched the constant rate's held-out
        # loss (0.078 vs 0.079, results/memex_cpu "A decaying rate").
        --config.optim.decay_steps="${SFT_DECAY_STEPS:-130}")
-  TURN_TOKENS=400
+  # The expert's CompressExperience notes reach 370 tokens (mean 263) on 128 train games.
+  TURN_TOKENS="${TURN_TOKENS:-400}"
   # 40 steps, as on the GPU: a quarter of the expert's own demonstrations on train games take
   # more than 20 (mean 16.5, longest 44), and a policy that searches one place too many needs
   # more (at 20 steps a greedy evaluation of 20 games took 18 minutes, at 40 it took 50).
