@@ -68,12 +68,17 @@ def tool_call(reasoning: str, name: str, **arguments: Any) -> str:
 
 def listing_anchors(working: str, listing: str) -> dict[str, str] | None:
   """Anchors that select the look listing, in one fixed form a policy can copy: the engine's
-  listing phrase, the first receptacle listed and the last one with its full stop; None where
-  they do not select exactly `listing` (the phrase shown twice)."""
+  listing phrase, the first receptacle listed (right after it) and the listing's full stop (no
+  id holds one, so the first after the phrase ends the listing); None where they do not select
+  exactly `listing` (the phrase shown twice).
+
+  The end anchor used to be the last receptacle listed, copied from ~1K tokens back: the
+  fourteenth and fifteenth proof policies named one the room does not end with (results/memex_cpu/
+  2026-12-06e), and a rejected listing block rejects the whole compression."""
   items = seen_items(listing)
   if len(items) < 2:
     return None
-  anchors = {"start_anchor": LISTING, "mid_anchor": items[0], "end_anchor": f"{items[-1]}."}
+  anchors = {"start_anchor": LISTING, "mid_anchor": items[0], "end_anchor": "."}
   try:
     return anchors if extract_span(working, *anchors.values()) == listing else None
   except AnchorError:
