@@ -1,0 +1,83 @@
+r"""How an ALFWorld policy's search decisions match what the engine showed.
+
+The expert's turn after a search's visit restates what the place holds, then decides: "<place>
+has <list>: no <kind>." (search on) or "...: <id> is the <kind> the task needs" / "there is
+<id>, so I stop searching" (take). A policy cloned from it writes the same, and this counts each
+such decision against the observation it follows: whether the place held the kind, whether the
+restated list is the engine's exactly. The expert's own demonstrations decide right every time,
+except the refused takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`).
+
+  python -m memex_jax.demos.decisions \
+      "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
+      "fourteenth=..."   # one row per LABEL=FILE of episode records
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Iterable, Mapping
+
+from memex_jax.agent import tool_response_body
+from memex_jax.agent.records import read_records
+from memex_jax.demos.alfworld_text import kind_of, seen_items
+
+# The expert's restate-then-decide forms; a kind may come with or without its number.
+DECISION = re.compile(r"([a-z]+ \d+) has ([^:]*): (?:no ([a-z]+)\.|([a-z]+)(?: \d+)? is the "
+                      r"([a-z]+) |there is ([a-z]+)(?: \d+)?[,.])")
+COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
+
+
+def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """Decisions right after an observation that listed a place's contents, in episode records
+  (`agent.trajectory_record`'s form: segments as lists of {role, content}).
+
+  Returns:
+    absent_no / absent_take: at places without the kind, the decisions to search on / to take;
+    present_take / present_no: the same at places holding it; restated / restated_exact: the
+    decisions counted, and those whose restated list is the observation's exactly.
+  """
+  counts = dict.fromkeys(COUNTS, 0)
+  for record in records:
+    for messages in record["segments"]:
+      for before, turn in zip(messages, messages[1:]):
+        observation = tool_response_body(before["content"]) if before["role"] == "user" else None
+        if turn["role"] != "assistant" or not observation or "you see" not in observation:
+          continue
+        decision = DECISION.search(turn["content"].split("<tool_call>")[0])
+        if not decision:
+          continue
+        items = seen_items(observation)
+        kind = decision[3] or decision[5] or decision[6]
+        present = any(kind_of(item) == kind for item in items)
+        takes = decision[3] is None
+        counts[f"{'present' if present else 'absent'}_{'take' if takes else 'no'}"] += 1
+        counts["restated"] += 1
+        counts["restated_exact"] += decision[2] == (", ".join(items) or "nothing")
+  return counts
+
+
+def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
+  """One row per label: the decisions at places without the kind and with it, and the lists."""
+  lines = ["| policy | places without the kind: search on / take | places with it: take / search "
+           "on | restated exactly |", "|---|---|---|---|"]
+  for label, c in rows.items():
+    lines.append(f"| {label} | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
+                 f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |")
+  return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+  if not argv or any(arg.startswith("-") for arg in argv):
+    print(__doc__, file=sys.stderr)
+    return 2
+  rows = {}
+  for arg in argv:
+    label, _, path = arg.rpartition("=")
+    rows[label or path] = count_decisions(read_records(path))
+  print(markdown_table(rows))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
