@@ -24,8 +24,8 @@
 # refuses and then recovers (demos.dataset --slip-rate; the slips are not trained on).
 # WRONG_TAKE_RATE (0) is the chance per decision to search on that the expert first takes the
 # kind from the place without it, refused, and recovers (demos.dataset --wrong-take-rate).
-# TURN_TOKENS (CPU 400) caps the tokens of one model turn, in the demonstrations and every
-# evaluation (config.agent.max_turn_tokens).
+# TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
+# every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
 # (demos.dataset --found-weight).
 # MATMUL_DTYPE (unset: float32 products) = bfloat16 runs every model stage (SFT, evaluations,
@@ -56,7 +56,7 @@ if [ "${SCALE}" = gpu ]; then
   SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
        --config.heldout.one_in=16 --config.heldout.every=25
        --config.max_minutes="${SFT_MINUTES:-4}")
-  TURN_TOKENS=512
+  TURN_TOKENS="${TURN_TOKENS:-512}"
   AGENT=(--config.agent.max_steps=40)
   RL=(--config.rollout.prompts_per_iteration=16
       --config.rollout.group_size=8 --config.batch.rows=8 --config.checkpoint.every=1)

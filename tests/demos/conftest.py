@@ -1,7 +1,8 @@
 """What the demonstration tests share (the generated ALFWorld split is in tests/conftest.py):
-renderer, training games and their search prior, config, engine, the split's small scenes,
-broken games."""
+renderer, training games and their search prior, config, engine, the split's small scenes and
+the expert's play of them, broken games."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -59,6 +60,29 @@ def small_root(games_root, manifest, tmp_path_factory):
     if record["num_receptacles"] <= MAX_RECEPTACLES:
       shutil.copytree(os.path.join(games_root, record["path"]), root / record["path"])
   return str(root)
+
+
+@pytest.fixture(scope="session")
+def play_small_games(small_root, renderer, demonstration_env):
+  """Plays every small game with a config at a seed: [(game, demonstration)]."""
+  def play(config, seed=0):
+    return [(game, demos.make_demonstration(game, renderer, config, seed, demonstration_env))
+            for game in games.find_games(small_root, "valid_seen")]
+  return play
+
+
+@pytest.fixture(scope="session")
+def played(play_small_games, demonstration_config):
+  """Every small game, played twice (two seeds: two orders among equally likely places):
+  [(game, seed, demonstration)]."""
+  return [(game, seed, trajectory) for seed in (0, 1)
+          for game, trajectory in play_small_games(demonstration_config, seed)]
+
+
+@pytest.fixture(scope="session")
+def played_with_wrong_takes(play_small_games, demonstration_config):
+  """Every small game at seed 0, the expert taking wrongly at most decisions to search on."""
+  return play_small_games(dataclasses.replace(demonstration_config, wrong_take_rate=0.9))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import pytest
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.demos.alfworld_text import kind_of, seen_items
-from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.rl.sample import trained_runs
 
@@ -33,20 +32,6 @@ def _search(executed):
               for c, obs in executed[:first_take]
               if c.split(" ")[0] in ("go", "open", "examine") and "you see" in obs]
   return searched, executed[first_take][0]
-
-
-def _small_games_played(small_root, renderer, config, env):
-  """(game, demonstration) of every small game, at seed 0, with `config`."""
-  return [(game, demos.make_demonstration(game, renderer, config, 0, env))
-          for game in games.find_games(small_root, "valid_seen")]
-
-
-@pytest.fixture(scope="module")
-def played(small_root, renderer, demonstration_config, demonstration_env):
-  """Every small game, played twice (two seeds: two orders among equally likely places)."""
-  return [(game, seed, demos.make_demonstration(game, renderer, demonstration_config, seed,
-                                                demonstration_env))
-          for game in games.find_games(small_root, "valid_seen") for seed in (0, 1)]
 
 
 def test_the_expert_wins_every_small_game(played):
@@ -151,12 +136,11 @@ def test_bad_settings_are_refused(demonstration_config):
 
 
 def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_empty_handed(
-    small_root, renderer, demonstration_config, demonstration_env):
+    played_with_wrong_takes, renderer):
   """A wrong take names the sought kind at a place just restated without it; the engine refuses
   it, and the next turn still holds nothing, says why, and searches elsewhere (trained on)."""
-  config = dataclasses.replace(demonstration_config, wrong_take_rate=0.9)
   wrong = 0
-  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
+  for game, trajectory in played_with_wrong_takes:
     assert trajectory.metrics.success, game
     for segment in trajectory.segments:
       ids, mask = segment.sample.token_ids, segment.sample.loss_mask
@@ -181,11 +165,10 @@ def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_emp
   assert wrong >= 2
 
 
-def test_found_turns_weigh_found_weight_in_the_loss(
-    small_root, renderer, demonstration_config, demonstration_env):
-  config = dataclasses.replace(demonstration_config, found_weight=3)
+def test_found_turns_weigh_found_weight_in_the_loss(play_small_games, demonstration_config):
   weighed = 0
-  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
+  for game, trajectory in play_small_games(
+      dataclasses.replace(demonstration_config, found_weight=3)):
     for segment in trajectory.segments:
       mask = segment.sample.loss_mask
       turns = [m.content for m in segment.messages if m.role == "assistant"]
@@ -222,10 +205,10 @@ def test_notes_are_numbered_by_compression_under_the_index_the_status_offers(pla
 
 
 def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
-    small_root, renderer, demonstration_config, demonstration_env):
-  config = dataclasses.replace(demonstration_config, slip_rate=0.5)
+    play_small_games, renderer, demonstration_config):
   slipped = 0
-  for game, trajectory in _small_games_played(small_root, renderer, config, demonstration_env):
+  for game, trajectory in play_small_games(dataclasses.replace(demonstration_config,
+                                                               slip_rate=0.5)):
     assert trajectory.metrics.success, game
     executed = _executed(trajectory)
     repeats = [n for n in range(1, len(executed)) if executed[n][0] == executed[n - 1][0]]

@@ -1,18 +1,13 @@
 """The decision count, on the expert's own demonstrations: right every time, except the refused
 takes it plays on purpose."""
 
-import dataclasses
-
-from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import trajectory_record, write_records
 from memex_jax.demos import decisions
-from memex_jax.envs.alfworld import games
 
 
-def _records(small_root, renderer, config, env):
-  return [trajectory_record(demos.make_demonstration(game, renderer, config, 0, env))
-          for game in games.find_games(small_root, "valid_seen")]
+def _records(played):
+  return [trajectory_record(trajectory) for *_, trajectory in played]
 
 
 def _refused_takes(records):
@@ -28,22 +23,27 @@ def _refused_takes(records):
 
 
 def test_the_expert_decides_right_and_its_wrong_takes_are_counted_as_such(
-    small_root, renderer, demonstration_config, demonstration_env, tmp_path):
-  right = decisions.count_decisions(
-      _records(small_root, renderer, demonstration_config, demonstration_env))
+    played, played_with_wrong_takes):
+  right = decisions.count_decisions(_records(played))
   assert right["absent_no"] > 0 and right["present_take"] > 0
   assert right["absent_take"] == right["present_no"] == 0
   assert right["restated_exact"] == right["restated"] == (
       right["absent_no"] + right["present_take"])
 
-  config = dataclasses.replace(demonstration_config, wrong_take_rate=0.9)
-  records = _records(small_root, renderer, config, demonstration_env)
+  records = _records(played_with_wrong_takes)
   slipped = decisions.count_decisions(records)
   assert slipped["absent_take"] == _refused_takes(records) >= 2
   assert slipped["present_no"] == 0
 
+
+def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, tmp_path, capsys):
+  records = _records(played_with_wrong_takes)
   path = tmp_path / "trajectories.jsonl"
   write_records(path, records)
-  table = decisions.markdown_table({"expert": slipped})
-  assert f"| expert | {slipped['absent_no']} / {slipped['absent_take']} |" in table
-  assert decisions.main([f"expert={path}"]) == 0 and decisions.main([]) == 2
+  c = decisions.count_decisions(records)
+  assert decisions.main([f"expert, wrong takes={path}"]) == 0
+  assert capsys.readouterr().out.splitlines()[-1] == (
+      f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
+      f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |")
+  assert decisions.main([]) == 2
+  assert "python -m memex_jax.demos.decisions" in capsys.readouterr().err
