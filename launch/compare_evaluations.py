@@ -5,7 +5,9 @@
 
 Each LABEL=FOLDER names an `experiments.evaluate` workdir (or a proof run's eval_* folder); its
 `trajectories/<split>_<regime>.jsonl` are read, so an evaluation still running or cut short
-counts the episodes it finished. Per `<split>/<regime>` the table has a row per policy: the
+counts the episodes it finished. FOLDER may instead be an OUT.json this command wrote (a
+committed comparison under results/), whose policy named LABEL is taken as it was described
+there: a policy whose workdir is gone can still be the base of a paired difference. Per `<split>/<regime>` the table has a row per policy: the
 proof report's columns, the games won, how episodes ended, the census of calls (compressions rejected,
 malformed turns and those looping on a phrase) and the share of env replies that were the
 commonest one (ALFWorld's "Nothing happens."); a second table counts each policy's env calls by
@@ -57,6 +59,16 @@ def read_evaluation(folder: pathlib.Path) -> dict[str, list[dict[str, Any]]]:
   return found
 
 
+def saved_policy(label: str, path: pathlib.Path) -> dict[str, dict[str, Any]]:
+  """`<split>/<regime>` -> describe(..) of policy `label`, as an earlier OUT.json recorded it."""
+  compared = json.loads(path.read_text())["compared"]
+  found = {key: c["policies"][label] for key, c in compared.items() if label in c["policies"]}
+  if not found:
+    held = sorted({name for c in compared.values() for name in c["policies"]})
+    raise FileNotFoundError(f"{path}: no policy {label!r}; it holds {held}")
+  return found
+
+
 def describe(played: list[dict[str, Any]]) -> dict[str, Any]:
   """The summary (every finish share filled in), the census and the per-game metrics."""
   summary = records.summarize([r["metrics"] for r in played])
@@ -84,11 +96,13 @@ def paired(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def compare(policies: Sequence[tuple[str, pathlib.Path]]) -> dict[str, Any]:
   """{key: {"policies": {label: describe(..)}, "paired": {label: paired(first, label)}}}."""
-  read = {label: read_evaluation(folder) for label, folder in policies}
+  read = {label: saved_policy(label, source) if source.suffix == ".json" else
+          {key: describe(played) for key, played in read_evaluation(source).items()}
+          for label, source in policies}
   keys = list(dict.fromkeys(k for found in read.values() for k in found))
   out = {}
   for key in keys:
-    described = {label: describe(found[key]) for label, found in read.items() if key in found}
+    described = {label: found[key] for label, found in read.items() if key in found}
     first, *rest = described
     out[key] = {"policies": described,
                 "paired": {label: paired(described[first]["per_game"],
@@ -166,8 +180,9 @@ def figure(compared: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("policies", nargs="+", type=parse_policy, metavar="LABEL=FOLDER",
-                      help="an evaluation workdir and the label its row takes; the first is "
-                           "the base of the paired differences")
+                      help="an evaluation workdir (or an earlier OUT.json holding policy LABEL) "
+                           "and the label its row takes; the first is the base of the paired "
+                           "differences")
   parser.add_argument("--out", required=True, help="path prefix of OUT.md, OUT.json, OUT.png")
   args = parser.parse_args(argv)
   command = "python -m launch.compare_evaluations " + shlex.join(sys.argv[1:] if argv is None

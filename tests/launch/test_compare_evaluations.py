@@ -1,6 +1,7 @@
 """Evaluations compared side by side, from trajectories the real agent loop wrote (VaultEnv)."""
 
 import json
+import shutil
 
 from PIL import Image
 import pytest
@@ -67,6 +68,26 @@ def test_the_table_pairs_each_policy_with_the_first_over_the_same_games(renderer
   assert capsys.readouterr().out == table + "\n"  # printed as written
   with Image.open(out.with_suffix(".png")) as image:
     assert image.size[0] > image.size[1] > 300
+
+
+def test_a_policy_of_a_saved_comparison_is_the_base_of_a_new_one(renderer, tmp_path):
+  write_evaluation(tmp_path / "steady", renderer, STEADY)
+  write_evaluation(tmp_path / "slipping", renderer, SLIPPING, seeds=(2, 3, 4))
+  first = tmp_path / "first"
+  compare_evaluations.main(["--out", str(first), f"steady={tmp_path / 'steady'}",
+                            f"slipping={tmp_path / 'slipping'}"])
+  # The steady workdir is gone; its row and per-game metrics come from the saved comparison.
+  shutil.rmtree(tmp_path / "steady")
+  again = tmp_path / "again"
+  compare_evaluations.main(["--out", str(again), f"steady={first.with_suffix('.json')}",
+                            f"slipping={tmp_path / 'slipping'}"])
+  before = json.loads(first.with_suffix(".json").read_text())["compared"]
+  after = json.loads(again.with_suffix(".json").read_text())["compared"]
+  assert after == before
+  assert again.with_suffix(".md").read_text().split("\n")[4:] == (
+      first.with_suffix(".md").read_text().split("\n")[4:])  # all but the command line
+  with pytest.raises(SystemExit, match=r"no policy 'calm'; it holds \['slipping', 'steady'\]"):
+    compare_evaluations.main(["--out", str(tmp_path / "x"), f"calm={first.with_suffix('.json')}"])
 
 
 def test_a_folder_without_episodes_or_a_bad_argument_is_a_clear_error(tmp_path):
