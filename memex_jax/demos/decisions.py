@@ -16,16 +16,52 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from memex_jax.agent import tool_response_body
 from memex_jax.agent.records import read_records
 from memex_jax.demos.alfworld_text import kind_of, seen_items
+from memex_jax.envs.alfworld.env import LISTING
 
 # The expert's restate-then-decide forms; a kind may come with or without its number.
 DECISION = re.compile(r"([a-z]+ \d+) has ([^:]*): (?:no ([a-z]+)\.|([a-z]+)(?: \d+)? is the "
                       r"([a-z]+) |there is ([a-z]+)(?: \d+)?[,.])")
 COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
+
+
+class Decision(NamedTuple):
+  """A restate-then-decide turn: `turn` indexes the segment's messages; `match` is DECISION's
+  match in the turn's text; `items` what the observation before it listed."""
+  turn: int
+  match: re.Match
+  items: list[str]
+  present: bool
+
+  @property
+  def takes(self) -> bool:
+    return self.match[3] is None
+
+  @property
+  def restated_exactly(self) -> bool:
+    return self.match[2] == (", ".join(self.items) or "nothing")
+
+
+def segment_decisions(messages: Sequence[Mapping[str, str]]) -> Iterator[Decision]:
+  """The decisions right after an observation that listed a searched place's contents, in one
+  segment ({role, content} messages)."""
+  for turn, (before, message) in enumerate(zip(messages, messages[1:]), start=1):
+    observation = tool_response_body(before["content"]) if before["role"] == "user" else None
+    # The room's listing (read back from memory) also says "you see", but lists receptacles,
+    # not what a searched place holds.
+    if (message["role"] != "assistant" or not observation or "you see" not in observation or
+        LISTING in observation):
+      continue
+    decision = DECISION.search(message["content"].split("<tool_call>")[0])
+    if not decision:
+      continue
+    items = seen_items(observation)
+    kind = decision[3] or decision[5] or decision[6]
+    yield Decision(turn, decision, items, any(kind_of(item) == kind for item in items))
 
 
 def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -40,21 +76,16 @@ def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   counts = dict.fromkeys(COUNTS, 0)
   for record in records:
     for messages in record["segments"]:
-      for before, turn in zip(messages, messages[1:]):
-        observation = tool_response_body(before["content"]) if before["role"] == "user" else None
-        if turn["role"] != "assistant" or not observation or "you see" not in observation:
-          continue
-        decision = DECISION.search(turn["content"].split("<tool_call>")[0])
-        if not decision:
-          continue
-        items = seen_items(observation)
-        kind = decision[3] or decision[5] or decision[6]
-        present = any(kind_of(item) == kind for item in items)
-        takes = decision[3] is None
-        counts[f"{'present' if present else 'absent'}_{'take' if takes else 'no'}"] += 1
+      for decision in segment_decisions(messages):
+        counts[outcome(decision.present, decision.takes)] += 1
         counts["restated"] += 1
-        counts["restated_exact"] += decision[2] == (", ".join(items) or "nothing")
+        counts["restated_exact"] += decision.restated_exactly
   return counts
+
+
+def outcome(present: bool, takes: bool) -> str:
+  """The COUNTS key of a decision to take (or search on) at a place with (or without) the kind."""
+  return f"{'present' if present else 'absent'}_{'take' if takes else 'no'}"
 
 
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
