@@ -1,0 +1,156 @@
+r"""A policy's search decisions on the expert's own contexts (teacher forced).
+
+At each expert turn that restates a searched place and then decides ("cabinet 2 has candle 2,
+soapbar 2: no cloth." or "...: there is cloth 1, so I stop searching"), the policy reads the
+expert's context up to the colon; its most likely next token is its decision: " no" (search
+on) or anything else (take). The decisions are counted against whether the place held the kind,
+as `python -m memex_jax.demos.decisions` counts a policy's own rollouts, beside the mean
+probability of " no" and how many restated lists the policy's argmax copies exactly. Wrong here
+means the policy cannot make the decision; right here but wrong in its rollouts means it makes
+it on the expert's contexts and not on its own.
+
+  python -m launch.decision_probe --checkpoint WORK/sft/params --demos DEV_DEMOS \
+      [--num 24] [--matmul_dtype bfloat16] [--out results/.../decision_probe.json]
+
+DEV_DEMOS is a `memex_jax.demos.dataset` folder of games the policy did not train on (train-split
+games of another seed: never the evaluation games).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shlex
+import sys
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from memex_jax import runs
+from memex_jax.agent import ChatRenderer
+from memex_jax.agent.chat import Message
+from memex_jax.demos import dataset, decisions
+from memex_jax.models import transformer
+from memex_jax.models.policy import load_policy
+
+# Rows and the positions read are padded to multiples of these, so few shapes compile.
+PAD_TO, PAD_WHERE = 256, 64
+
+
+def make_forward(cfg: Any, params: dict) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+  """(ids [T], positions [P]) -> float32 logits [P V] at those positions, teacher forced."""
+  model = transformer.Transformer(cfg)
+
+  @jax.jit
+  def logits_at(tokens, where):  # [1 T], [P]
+    positions = jnp.arange(tokens.shape[1])[None]  # 1 T
+    hidden, _ = model.apply({"params": params}, tokens, positions, return_hidden=True)  # 1 T D
+    return transformer.logits_from_hidden(hidden[0, where], transformer.head_kernel(params, cfg),
+                                          cfg.matmul_dtype)  # P V
+
+  def forward(ids: np.ndarray, where: np.ndarray) -> np.ndarray:
+    padded = np.zeros((1, -(-len(ids) // PAD_TO) * PAD_TO), np.int32)
+    padded[0, :len(ids)] = ids
+    at = np.full(-(-len(where) // PAD_WHERE) * PAD_WHERE, where[-1], np.int32)
+    at[:len(where)] = where
+    return np.asarray(logits_at(padded, at))[:len(where)]
+
+  return forward
+
+
+def probe_segment(forward: Callable, renderer: ChatRenderer, no_id: int,
+                  messages: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+  """One row per decision of the segment: the restated text ("cabinet 2 has candle 2:"),
+  whether the place held the kind, the policy's decision, P(" no"), and how many of the restated
+  tokens its argmax copies."""
+  found = list(decisions.segment_decisions(messages))
+  if not found:
+    return []
+  chat = [Message(m["role"], m["content"]) for m in messages]
+  ids = renderer.render(chat).ids
+  spans = []  # (first restated token, the colon's token) as positions in ids
+  for d in found:
+    start = len(renderer.render(chat[:d.turn]).ids) + len(renderer.generation_prompt_ids())
+    text = chat[d.turn].content
+    # The space before the place's name joins its first token, so the prefix ends before it.
+    before = renderer.tokenizer.encode(text[:d.match.start(1)].rstrip(" "))
+    through = renderer.tokenizer.encode(text[:d.match.end(2) + 1])
+    if ids[start:start + len(through)] != through or through[:len(before)] != before:
+      raise ValueError(f"turn {d.turn}: its decision's tokens are not where the rendered "
+                       "segment has them")
+    spans.append((start + len(before), start + len(through) - 1))
+  # Logits at position p predict token p + 1: the restated tokens from the one before the first.
+  where = np.concatenate([np.arange(first - 1, colon + 1) for first, colon in spans])
+  logits = forward(np.asarray(ids), where)  # P V
+  rows, at = [], 0
+  for d, (first, colon) in zip(found, spans):
+    n = colon - first + 1
+    span = logits[at:at + n + 1]
+    at += n + 1
+    copied = np.argmax(span[:n], axis=-1) == np.asarray(ids[first:colon + 1])
+    last = span[n] - span[n].max()
+    p_no = float(np.exp(last[no_id]) / np.exp(last).sum())
+    rows.append({"restated": renderer.tokenizer.decode(ids[first:colon + 1]),
+                 "present": d.present, "takes": int(np.argmax(last)) != no_id, "p_no": p_no,
+                 "list_tokens": n, "list_tokens_copied": int(copied.sum())})
+  return rows
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """`decisions.COUNTS` over the rows (restated_exact: every list token copied), P(" no") at
+  places without and with the kind, and the restated tokens copied."""
+  counts: dict[str, Any] = dict.fromkeys(decisions.COUNTS, 0)
+  for row in rows:
+    counts[decisions.outcome(row["present"], row["takes"])] += 1
+    counts["restated"] += 1
+    counts["restated_exact"] += row["list_tokens_copied"] == row["list_tokens"]
+  for present, name in ((False, "p_no_absent"), (True, "p_no_present")):
+    p = [row["p_no"] for row in rows if row["present"] == present]
+    counts[name] = float(np.mean(p)) if p else float("nan")
+  counts["list_tokens"] = sum(row["list_tokens"] for row in rows)
+  counts["list_tokens_copied"] = sum(row["list_tokens_copied"] for row in rows)
+  return counts
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", default="", help="exported params ('' = the packaged "
+                      "weights)")
+  parser.add_argument("--demos", required=True, help="a demonstration dataset folder")
+  parser.add_argument("--num", type=int, default=24, help="demonstrations read, in order")
+  parser.add_argument("--matmul_dtype", default="", choices=("", "bfloat16"))
+  parser.add_argument("--label", default="policy", help="the table row's name")
+  parser.add_argument("--out", help="a JSON file for the counts and every decision's row")
+  args = parser.parse_args(argv)
+  cfg, params, tokenizer = load_policy(matmul_dtype=args.matmul_dtype)
+  if args.checkpoint:
+    params = runs.import_params(args.checkpoint, params)
+  renderer = ChatRenderer(tokenizer)
+  no_id, = tokenizer.encode(" no")
+  forward = make_forward(cfg, params)
+  records = dataset.demonstration_records(args.demos)[:args.num]
+  rows = []
+  for record in tqdm.tqdm(records, desc="decision probe"):
+    for messages in record["segments"]:
+      rows += [{"game": record["game"], **row}
+               for row in probe_segment(forward, renderer, no_id, messages)]
+  counts = summarize(rows)
+  table = decisions.markdown_table({args.label: counts})
+  print(table + f"\n\nP(' no') at places without the kind {counts['p_no_absent']:.3f}, with it "
+        f"{counts['p_no_present']:.3f}; restated tokens copied {counts['list_tokens_copied']} of "
+        f"{counts['list_tokens']}.")
+  if args.out:
+    command = "python -m launch.decision_probe " + shlex.join(
+        sys.argv[1:] if argv is None else list(argv))
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.out).write_text(json.dumps(
+        {"command": command, "counts": counts, "decisions": rows}, indent=1))
+  return counts
+
+
+if __name__ == "__main__":
+  main()
