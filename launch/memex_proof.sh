@@ -27,7 +27,9 @@
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
-# (demos.dataset --found-weight).
+# (demos.dataset --found-weight). DECISION_WEIGHT (1) weighs the one token that decides,
+# after a searched place's contents are restated, whether the kind is there
+# (demos.dataset --decision-weight).
 # MATMUL_DTYPE (unset: float32 products) = bfloat16 runs every model stage (SFT, evaluations,
 # RL) with bfloat16 operands and float32 accumulation in the big products
 # (ModelConfig.matmul_dtype), on this CPU's AMX units: the SFT-shaped bench step 11.4 s -> 5.6 s,
@@ -39,7 +41,7 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  FOUND_WEIGHT TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
+  FOUND_WEIGHT DECISION_WEIGHT TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -115,7 +117,8 @@ stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworl
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
-  --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --found-weight "${FOUND_WEIGHT:-1}"
+  --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --found-weight "${FOUND_WEIGHT:-1}" \
+  --decision-weight "${DECISION_WEIGHT:-1}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

@@ -20,6 +20,7 @@ import random
 from typing import Any, Callable, Mapping
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
+from memex_jax.demos import decisions
 from memex_jax.demos import memory_stats
 from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
 from memex_jax.demos.alfworld_text import REFUSED, kind_of, seen_items
@@ -27,12 +28,13 @@ from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
 from memex_jax.envs.alfworld.instructions import THING_ID
+from memex_jax.memory import TextTokenizer
 from memex_jax.rl.sample import trained_runs
 
 __all__ = [
     "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
     "expert_solution", "make_demonstration", "planner_walkthrough", "read_walkthrough",
-    "task_type", "weighted_turns",
+    "task_type", "weighted_decisions", "weighted_turns",
 ]
 
 
@@ -113,7 +115,45 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
     raise DemonstrationError(f"{game_path}: the demonstration ended with "
                              f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
   weights = {turn: config.found_weight for turn in demonstrator.found}
-  return weighted_turns(trajectory, {**weights, **{turn: 0 for turn in demonstrator.slips}})
+  weighted = weighted_decisions(trajectory, config.decision_weight, renderer.tokenizer)
+  return weighted_turns(weighted, {**weights, **{turn: 0 for turn in demonstrator.slips}})
+
+
+def _turn_runs(segment: Any) -> list[Any]:
+  """The positions of each assistant turn's trained tokens in a segment, in order."""
+  runs = trained_runs(segment.sample.loss_mask)
+  assistant_turns = sum(m.role == "assistant" for m in segment.messages)
+  if len(runs) != assistant_turns:  # Then a run is not a turn: nothing to weigh by number.
+    raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
+                             f"{assistant_turns} assistant turns")
+  return runs
+
+
+def weighted_decisions(trajectory: Trajectory, weight: int,
+                       tokenizer: TextTokenizer) -> Trajectory:
+  """`trajectory` with the loss weight of each search decision's token times `weight`: the
+  first token after the colon of "<place> has <list>: no <kind>." or "...: there is <id>"
+  (`decisions.segment_decisions`). Before `weighted_turns`, while every turn is one run of
+  trained tokens: a turn's own weight then multiplies its decision's (0 keeps it out)."""
+  if weight == 1:
+    return trajectory
+  segments = []
+  for segment in trajectory.segments:
+    mask = segment.sample.loss_mask.copy()
+    messages = [{"role": m.role, "content": m.content} for m in segment.messages]
+    turn_runs = dict(zip([i for i, m in enumerate(messages) if m["role"] == "assistant"],
+                         _turn_runs(segment)))
+    for decision in decisions.segment_decisions(messages):
+      content = messages[decision.turn]["content"]
+      before = tokenizer.encode(content[:decision.match.end(2) + 1])
+      if tokenizer.encode(content)[:len(before)] != before:
+        raise DemonstrationError(f"segment {segment.sample.index}: the decision of turn "
+                                 f"{decision.turn} does not start a token")
+      position = turn_runs[decision.turn][len(before)]
+      mask[position] *= weight
+    segments.append(dataclasses.replace(
+        segment, sample=dataclasses.replace(segment.sample, loss_mask=mask)))
+  return dataclasses.replace(trajectory, segments=tuple(segments))
 
 
 def weighted_turns(trajectory: Trajectory, weights: Mapping[int, int]) -> Trajectory:
@@ -125,12 +165,7 @@ def weighted_turns(trajectory: Trajectory, weights: Mapping[int, int]) -> Trajec
   segments, turn = [], 0
   for segment in trajectory.segments:
     mask = segment.sample.loss_mask.copy()
-    runs = trained_runs(mask)
-    assistant_turns = sum(m.role == "assistant" for m in segment.messages)
-    if len(runs) != assistant_turns:  # Then a run is not a turn: nothing to mask by number.
-      raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
-                               f"{assistant_turns} assistant turns")
-    for run in runs:
+    for run in _turn_runs(segment):
       mask[run] *= weights.get(turn, 1)
       turn += 1
     segments.append(dataclasses.replace(

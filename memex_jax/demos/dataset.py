@@ -246,7 +246,8 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
     json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent),
                "slip_rate": getattr(config, "slip_rate", 0.0),
                "wrong_take_rate": getattr(config, "wrong_take_rate", 0.0),
-               "found_weight": getattr(config, "found_weight", 1), **summary}, f, indent=1,
+               "found_weight": getattr(config, "found_weight", 1),
+               "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
   return summary
 
@@ -278,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                       "kind from the place without it, refused, and recovers (not trained on)")
   parser.add_argument("--found-weight", type=int, default=1,
                       help="weight in the SFT loss of a turn that takes what a search just found")
+  parser.add_argument("--decision-weight", type=int, default=1,
+                      help="weight in the SFT loss of the token that decides, after a searched "
+                      "place's contents are restated, whether the kind is there")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
                       "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
@@ -290,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              prompt_style=args.prompt_style,
                              max_turn_tokens=args.max_turn_tokens),
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
-      found_weight=args.found_weight)
+      found_weight=args.found_weight, decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

@@ -1,13 +1,20 @@
 """Expert demonstrations with memory: the SmolLM2 preset, played games and clear failures."""
 
+import collections
+import dataclasses
+
+import numpy as np
 import pytest
 
 from memex_jax.agent import parse_turn
 from memex_jax import demos
+from memex_jax.demos import decisions
+from memex_jax.demos.alfworld import weighted_decisions
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld import pddl
 from memex_jax.envs.alfworld.env import memex_harder
+from memex_jax.rl.sample import trained_runs
 
 
 def test_the_smollm2_preset_and_the_harder_env():
@@ -62,3 +69,61 @@ def test_a_game_without_a_walkthrough_is_solved_by_the_planner_expert(broken_cop
   assert trajectory.metrics.success
   played = [m.content for s in trajectory.segments for m in s.messages if m.role == "assistant"]
   assert plan[-1] in "".join(played)  # the planner's winning command was the demonstration's
+
+
+def _decision_positions(trajectory, renderer):
+  """Per segment, {position of each search decision's token: whether the place held the kind},
+  from the rendered turns (independently of the loss mask)."""
+  out = []
+  for segment in trajectory.segments:
+    messages = [{"role": m.role, "content": m.content} for m in segment.messages]
+    positions = {}
+    for d in decisions.segment_decisions(messages):
+      turn_starts = (len(renderer.render(segment.messages[:d.turn]).ids) +
+                     len(renderer.generation_prompt_ids()))
+      content = messages[d.turn]["content"]
+      positions[turn_starts + len(renderer.tokenizer.encode(
+          content[:d.match.end(2) + 1]))] = d.present
+    out.append(positions)
+  return out
+
+
+def test_the_decision_token_alone_takes_the_decision_weight(played, renderer):
+  weighed = 0
+  for game, _, trajectory in played:
+    weighted = weighted_decisions(trajectory, 7, renderer.tokenizer)
+    for segment, positions, before in zip(weighted.segments,
+                                          _decision_positions(trajectory, renderer),
+                                          trajectory.segments):
+      mask, ids = segment.sample.loss_mask, segment.sample.token_ids
+      assert sorted(np.flatnonzero(mask != before.sample.loss_mask)) == sorted(positions), game
+      for position, present in positions.items():
+        assert mask[position] == 7
+        # " no" where the place lacked the kind; the take's first word where it held it.
+        assert (renderer.tokenizer.decode([int(ids[position])]) == " no") == (not present)
+        weighed += 1
+  assert weighed >= 4
+  assert weighted_decisions(trajectory, 1, renderer.tokenizer) is trajectory
+
+
+def test_a_refused_take_keeps_its_decision_out_of_the_loss(play_small_games,
+                                                          demonstration_config, renderer):
+  config = dataclasses.replace(demonstration_config, decision_weight=5, found_weight=2,
+                               wrong_take_rate=0.9)
+  seen = collections.Counter()
+  for game, trajectory in play_small_games(config):
+    for segment, positions in zip(trajectory.segments,
+                                  _decision_positions(trajectory, renderer)):
+      mask = segment.sample.loss_mask
+      for run in trained_runs(mask > 0):
+        decided = [p for p in run if p in positions]
+        rest = np.setdiff1d(run, decided)
+        assert len(set(mask[rest].tolist())) == 1, game  # one weight per turn
+        for p in decided:  # the turn's weight (1, or 2 for a found take) times 5
+          assert mask[p] == 5 * mask[rest[0]], game
+          seen[int(mask[p])] += 1
+      # A wrong take is at weight 0, its decision token too (not among the trained runs).
+      seen["left out"] += sum(mask[p] == 0 for p in positions)
+  assert seen[5] >= 1 and seen[10] >= 2 and seen["left out"] >= 2, seen
+  with pytest.raises(ValueError, match="decision_weight=0 must be >= 1"):
+    dataclasses.replace(demonstration_config, decision_weight=0)
