@@ -34,6 +34,7 @@ from memex_jax import runs
 from memex_jax.agent import ChatRenderer
 from memex_jax.agent.chat import Message
 from memex_jax.demos import dataset, decisions
+from memex_jax.demos.alfworld_text import segment_decisions
 from memex_jax.models import transformer
 from memex_jax.models.policy import load_policy
 
@@ -67,7 +68,7 @@ def probe_segment(forward: Callable, renderer: ChatRenderer, no_id: int,
   """One row per decision of the segment: the restated text ("cabinet 2 has candle 2:"),
   whether the place held the kind, the policy's decision, P(" no"), and how many of the restated
   tokens its argmax copies."""
-  found = list(decisions.segment_decisions(messages))
+  found = list(segment_decisions(messages))
   if not found:
     return []
   chat = [Message(m["role"], m["content"]) for m in messages]

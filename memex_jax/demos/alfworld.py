@@ -20,10 +20,9 @@ import random
 from typing import Any, Callable, Mapping
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
-from memex_jax.demos import decisions
 from memex_jax.demos import memory_stats
 from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
-from memex_jax.demos.alfworld_text import REFUSED, kind_of, seen_items
+from memex_jax.demos.alfworld_text import REFUSED, kind_of, seen_items, segment_decisions
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
@@ -133,7 +132,7 @@ def weighted_decisions(trajectory: Trajectory, weight: int,
                        tokenizer: TextTokenizer) -> Trajectory:
   """`trajectory` with the loss weight of each search decision's token times `weight`: the
   first token after the colon of "<place> has <list>: no <kind>." or "...: there is <id>"
-  (`decisions.segment_decisions`). Before `weighted_turns`, while every turn is one run of
+  (`alfworld_text.segment_decisions`). Before `weighted_turns`, while every turn is one run of
   trained tokens: a turn's own weight then multiplies its decision's (0 keeps it out)."""
   if weight == 1:
     return trajectory
@@ -143,7 +142,7 @@ def weighted_decisions(trajectory: Trajectory, weight: int,
     messages = [{"role": m.role, "content": m.content} for m in segment.messages]
     turn_runs = dict(zip([i for i, m in enumerate(messages) if m["role"] == "assistant"],
                          _turn_runs(segment)))
-    for decision in decisions.segment_decisions(messages):
+    for decision in segment_decisions(messages):
       content = messages[decision.turn]["content"]
       before = tokenizer.encode(content[:decision.match.end(2) + 1])
       if tokenizer.encode(content)[:len(before)] != before:

@@ -1,12 +1,13 @@
 """ALFWorld text as the scripted expert reads and writes it: ids and their types, what an
-observation lists, the walkthrough as steps, anchors and tool calls."""
+observation lists, the walkthrough as steps, anchors and tool calls, search decisions."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
+from memex_jax.agent import tool_response_body
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import AnchorError, extract_span
@@ -83,3 +84,43 @@ def listing_anchors(working: str, listing: str) -> dict[str, str] | None:
     return anchors if extract_span(working, *anchors.values()) == listing else None
   except AnchorError:
     return None
+
+
+# The expert's restate-then-decide forms; a kind may come with or without its number.
+DECISION = re.compile(r"([a-z]+ \d+) has ([^:]*): (?:no ([a-z]+)\.|([a-z]+)(?: \d+)? is the "
+                      r"([a-z]+) |there is ([a-z]+)(?: \d+)?[,.])")
+
+
+class Decision(NamedTuple):
+  """A restate-then-decide turn: `turn` indexes the segment's messages; `match` is DECISION's
+  match in the turn's text; `items` what the observation before it listed."""
+  turn: int
+  match: re.Match
+  items: list[str]
+  present: bool
+
+  @property
+  def takes(self) -> bool:
+    return self.match[3] is None
+
+  @property
+  def restated_exactly(self) -> bool:
+    return self.match[2] == (", ".join(self.items) or "nothing")
+
+
+def segment_decisions(messages: Sequence[Mapping[str, str]]) -> Iterator[Decision]:
+  """The decisions right after an observation that listed a searched place's contents, in one
+  segment ({role, content} messages)."""
+  for turn, (before, message) in enumerate(zip(messages, messages[1:]), start=1):
+    observation = tool_response_body(before["content"]) if before["role"] == "user" else None
+    # The room's listing (read back from memory) also says "you see", but lists receptacles,
+    # not what a searched place holds.
+    if (message["role"] != "assistant" or not observation or "you see" not in observation or
+        LISTING in observation):
+      continue
+    decision = DECISION.search(message["content"].split("<tool_call>")[0])
+    if not decision:
+      continue
+    items = seen_items(observation)
+    kind = decision[3] or decision[5] or decision[6]
+    yield Decision(turn, decision, items, any(kind_of(item) == kind for item in items))

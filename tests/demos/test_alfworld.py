@@ -8,7 +8,7 @@ import pytest
 
 from memex_jax.agent import parse_turn
 from memex_jax import demos
-from memex_jax.demos import decisions
+from memex_jax.demos import alfworld_text
 from memex_jax.demos.alfworld import weighted_decisions
 from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.envs.alfworld import generate
@@ -78,7 +78,7 @@ def _decision_positions(trajectory, renderer):
   for segment in trajectory.segments:
     messages = [{"role": m.role, "content": m.content} for m in segment.messages]
     positions = {}
-    for d in decisions.segment_decisions(messages):
+    for d in alfworld_text.segment_decisions(messages):
       turn_starts = (len(renderer.render(segment.messages[:d.turn]).ids) +
                      len(renderer.generation_prompt_ids()))
       content = messages[d.turn]["content"]

@@ -36,22 +36,6 @@ def test_the_expert_decides_right_and_its_wrong_takes_are_counted_as_such(
   assert slipped["present_no"] == 0
 
 
-def test_a_turn_after_the_room_listing_read_back_is_no_search_decision():
-  # A demonstration's turn after it read its archived room listing: it restates a place it
-  # searched before compressing, which the listing (of receptacles) does not show.
-  listing = ("<tool_response>\nLooking quickly around you, you see a cabinet 2, a cabinet 1, a "
-             "countertop 1, and a sinkbasin 1.\n</tool_response>")
-  turn = ("Holding: nothing. From room_listing: cabinet 1 has saltshaker 1, soapbottle 2: no "
-          "plate. Searching for a plate: cabinet 2 is next, as a cabinet often holds one.")
-  shown = ("<tool_response>\nYou open the cabinet 1. The cabinet 1 is open. In it, you see a "
-           "saltshaker 1, and a soapbottle 2.\n</tool_response>")
-  segment = [{"role": "user", "content": listing}, {"role": "assistant", "content": turn},
-             {"role": "user", "content": shown}, {"role": "assistant", "content": turn}]
-  found = list(decisions.segment_decisions(segment))
-  assert [d.turn for d in found] == [3]
-  assert found[0].restated_exactly and not found[0].present and not found[0].takes
-
-
 def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, tmp_path, capsys):
   records = _records(played_with_wrong_takes)
   path = tmp_path / "trajectories.jsonl"

@@ -9,7 +9,7 @@ import pytest
 from launch import decision_probe
 from memex_jax.agent import ChatRenderer
 from memex_jax.agent.chat import Message
-from memex_jax.demos import dataset, decisions
+from memex_jax.demos import alfworld_text, dataset, decisions
 from memex_jax.envs.alfworld import games
 
 
@@ -34,7 +34,7 @@ def test_each_decision_is_read_where_its_own_prefix_ends(demos_folder, forward,
   checked = 0
   for record in records:
     for messages in record["segments"]:
-      found = list(decisions.segment_decisions(messages))
+      found = list(alfworld_text.segment_decisions(messages))
       rows = decision_probe.probe_segment(forward, renderer, no_id, messages)
       assert [r["present"] for r in rows] == [d.present for d in found]
       for d, row in zip(found, rows):
