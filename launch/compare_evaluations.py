@@ -7,13 +7,14 @@ Each LABEL=FOLDER names an `experiments.evaluate` workdir (or a proof run's eval
 `trajectories/<split>_<regime>.jsonl` are read, so an evaluation still running or cut short
 counts the episodes it finished. FOLDER may instead be an OUT.json this command wrote (a
 committed comparison under results/), whose policy named LABEL is taken as it was described
-there: a policy whose workdir is gone can still be the base of a paired difference. Per `<split>/<regime>` the table has a row per policy: the
-proof report's columns, the games won, how episodes ended, the census of calls (compressions rejected,
-malformed turns and those looping on a phrase) and the share of env replies that were the
-commonest one (ALFWorld's "Nothing happens."); a second table counts each policy's env calls by
-command word and how many of them got that commonest reply. The paired table takes each policy against the
-first over the games both played (the same games when the evaluations share their settings):
-mean difference in reward, success and score with the standard error of the differences.
+there: a policy whose workdir is gone can still be the base of a paired difference. Per
+`<split>/<regime>` the table has a row per policy: the proof report's columns, the games won,
+how episodes ended, the census of calls (compressions rejected, malformed turns and those
+looping on a phrase) and the share of env replies that were the commonest one (ALFWorld's
+"Nothing happens."); a second table counts each policy's env calls by command word and how many
+of them got that commonest reply. The paired table takes each policy against the first over the
+games both played (the same games when the evaluations share their settings): mean difference in
+reward, success and score with the standard error of the differences.
 Writes OUT.md, OUT.json (every number, with the command) and OUT.png.
 """
 

@@ -34,7 +34,7 @@ from memex_jax import runs
 from memex_jax.agent import ChatRenderer
 from memex_jax.agent.chat import Message
 from memex_jax.demos import dataset, decisions
-from memex_jax.demos.alfworld_text import segment_decisions
+from memex_jax.demos.alfworld import decision_spans
 from memex_jax.models import transformer
 from memex_jax.models.policy import load_policy
 
@@ -68,47 +68,35 @@ def probe_segment(forward: Callable, renderer: ChatRenderer, no_id: int,
   """One row per decision of the segment: the restated text ("cabinet 2 has candle 2:"),
   whether the place held the kind, the policy's decision, P(" no"), and how many of the restated
   tokens its argmax copies."""
-  found = list(segment_decisions(messages))
-  if not found:
-    return []
   chat = [Message(m["role"], m["content"]) for m in messages]
-  ids = renderer.render(chat).ids
-  spans = []  # (first restated token, the colon's token) as positions in ids
-  for d in found:
-    start = len(renderer.render(chat[:d.turn]).ids) + len(renderer.generation_prompt_ids())
-    text = chat[d.turn].content
-    # The space before the place's name joins its first token, so the prefix ends before it.
-    before = renderer.tokenizer.encode(text[:d.match.start(1)].rstrip(" "))
-    through = renderer.tokenizer.encode(text[:d.match.end(2) + 1])
-    if ids[start:start + len(through)] != through or through[:len(before)] != before:
-      raise ValueError(f"turn {d.turn}: its decision's tokens are not where the rendered "
-                       "segment has them")
-    spans.append((start + len(before), start + len(through) - 1))
+  rendered = renderer.render(chat)
+  ids = rendered.ids
+  spans = decision_spans(messages, np.asarray(rendered.loss_mask), renderer.tokenizer)
+  if not spans:
+    return []
   # Logits at position p predict token p + 1: the restated tokens from the one before the first.
-  where = np.concatenate([np.arange(first - 1, colon + 1) for first, colon in spans])
+  where = np.concatenate([np.arange(first - 1, decides) for _, first, decides in spans])
   logits = forward(np.asarray(ids), where)  # P V
   rows, at = [], 0
-  for d, (first, colon) in zip(found, spans):
-    n = colon - first + 1
+  for d, first, decides in spans:
+    n = decides - first  # the restated tokens, through the colon
     span = logits[at:at + n + 1]
     at += n + 1
-    copied = np.argmax(span[:n], axis=-1) == np.asarray(ids[first:colon + 1])
+    copied = np.argmax(span[:n], axis=-1) == np.asarray(ids[first:decides])
     last = span[n] - span[n].max()
     p_no = float(np.exp(last[no_id]) / np.exp(last).sum())
-    rows.append({"restated": renderer.tokenizer.decode(ids[first:colon + 1]),
+    rows.append({"restated": renderer.tokenizer.decode(ids[first:decides]),
                  "present": d.present, "takes": int(np.argmax(last)) != no_id, "p_no": p_no,
                  "list_tokens": n, "list_tokens_copied": int(copied.sum())})
   return rows
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-  """`decisions.COUNTS` over the rows (restated_exact: every list token copied), P(" no") at
+  """`decisions.tally` of the rows (restated_exact: every list token copied), P(" no") at
   places without and with the kind, and the restated tokens copied."""
-  counts: dict[str, Any] = dict.fromkeys(decisions.COUNTS, 0)
-  for row in rows:
-    counts[decisions.outcome(row["present"], row["takes"])] += 1
-    counts["restated"] += 1
-    counts["restated_exact"] += row["list_tokens_copied"] == row["list_tokens"]
+  counts: dict[str, Any] = decisions.tally(
+      (row["present"], row["takes"], row["list_tokens_copied"] == row["list_tokens"])
+      for row in rows)
   for present, name in ((False, "p_no_absent"), (True, "p_no_present")):
     p = [row["p_no"] for row in rows if row["present"] == present]
     counts[name] = float(np.mean(p)) if p else float("nan")

@@ -17,12 +17,15 @@ import functools
 import json
 import os
 import random
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
 from memex_jax.demos import memory_stats
 from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
-from memex_jax.demos.alfworld_text import REFUSED, kind_of, seen_items, segment_decisions
+from memex_jax.demos.alfworld_text import (REFUSED, Decision, kind_of, seen_items,
+                                           segment_decisions)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld.env import AlfWorldConfig, AlfWorldEnv
@@ -31,9 +34,9 @@ from memex_jax.memory import TextTokenizer
 from memex_jax.rl.sample import trained_runs
 
 __all__ = [
-    "DemonstrationConfig", "DemonstrationError", "demonstration_stats", "demonstrator",
-    "expert_solution", "make_demonstration", "planner_walkthrough", "read_walkthrough",
-    "task_type", "weighted_decisions", "weighted_turns",
+    "DemonstrationConfig", "DemonstrationError", "decision_spans", "demonstration_stats",
+    "demonstrator", "expert_solution", "make_demonstration", "planner_walkthrough",
+    "read_walkthrough", "task_type", "weighted_decisions", "weighted_turns",
 ]
 
 
@@ -118,38 +121,51 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
   return weighted_turns(weighted, {**weights, **{turn: 0 for turn in demonstrator.slips}})
 
 
-def _turn_runs(segment: Any) -> list[Any]:
+def _turn_runs(roles: Sequence[str], loss_mask: np.ndarray, segment: Any) -> list[np.ndarray]:
   """The positions of each assistant turn's trained tokens in a segment, in order."""
-  runs = trained_runs(segment.sample.loss_mask)
-  assistant_turns = sum(m.role == "assistant" for m in segment.messages)
+  runs = trained_runs(loss_mask)
+  assistant_turns = sum(role == "assistant" for role in roles)
   if len(runs) != assistant_turns:  # Then a run is not a turn: nothing to weigh by number.
-    raise DemonstrationError(f"segment {segment.sample.index}: {len(runs)} trained runs for "
+    raise DemonstrationError(f"segment {segment}: {len(runs)} trained runs for "
                              f"{assistant_turns} assistant turns")
   return runs
 
 
+def decision_spans(messages: Sequence[Mapping[str, str]], loss_mask: np.ndarray,
+                   tokenizer: TextTokenizer, segment: Any = "") -> list[tuple[Decision, int, int]]:
+  """Where each search decision of a rendered segment sits (`alfworld_text.segment_decisions`):
+  (decision, position of the restatement's first token, position of the deciding token: the
+  first after the list's colon), from the segment's loss mask before any turn is weighed 0."""
+  turn_runs = dict(zip([i for i, m in enumerate(messages) if m["role"] == "assistant"],
+                       _turn_runs([m["role"] for m in messages], loss_mask, segment)))
+  spans = []
+  for decision in segment_decisions(messages):
+    content = messages[decision.turn]["content"]
+    # The space before the place's name joins its first token, so the prefix ends before it.
+    before = tokenizer.encode(content[:decision.match.start(1)].rstrip(" "))
+    through = tokenizer.encode(content[:decision.match.end(2) + 1])
+    if (tokenizer.encode(content)[:len(through)] != through or
+        through[:len(before)] != before):
+      raise DemonstrationError(f"segment {segment}: the decision of turn {decision.turn} does "
+                               "not start a token")
+    run = turn_runs[decision.turn]
+    spans.append((decision, int(run[len(before)]), int(run[len(through)])))
+  return spans
+
+
 def weighted_decisions(trajectory: Trajectory, weight: int,
                        tokenizer: TextTokenizer) -> Trajectory:
-  """`trajectory` with the loss weight of each search decision's token times `weight`: the
-  first token after the colon of "<place> has <list>: no <kind>." or "...: there is <id>"
-  (`alfworld_text.segment_decisions`). Before `weighted_turns`, while every turn is one run of
-  trained tokens: a turn's own weight then multiplies its decision's (0 keeps it out)."""
+  """`trajectory` with the loss weight of each search decision's token times `weight`
+  (`decision_spans`). Before `weighted_turns`, while every turn is one run of trained tokens: a
+  turn's own weight then multiplies its decision's (0 keeps it out)."""
   if weight == 1:
     return trajectory
   segments = []
   for segment in trajectory.segments:
     mask = segment.sample.loss_mask.copy()
     messages = [{"role": m.role, "content": m.content} for m in segment.messages]
-    turn_runs = dict(zip([i for i, m in enumerate(messages) if m["role"] == "assistant"],
-                         _turn_runs(segment)))
-    for decision in segment_decisions(messages):
-      content = messages[decision.turn]["content"]
-      before = tokenizer.encode(content[:decision.match.end(2) + 1])
-      if tokenizer.encode(content)[:len(before)] != before:
-        raise DemonstrationError(f"segment {segment.sample.index}: the decision of turn "
-                                 f"{decision.turn} does not start a token")
-      position = turn_runs[decision.turn][len(before)]
-      mask[position] *= weight
+    for _, _, decides in decision_spans(messages, mask, tokenizer, segment.sample.index):
+      mask[decides] *= weight
     segments.append(dataclasses.replace(
         segment, sample=dataclasses.replace(segment.sample, loss_mask=mask)))
   return dataclasses.replace(trajectory, segments=tuple(segments))
@@ -164,7 +180,7 @@ def weighted_turns(trajectory: Trajectory, weights: Mapping[int, int]) -> Trajec
   segments, turn = [], 0
   for segment in trajectory.segments:
     mask = segment.sample.loss_mask.copy()
-    for run in _turn_runs(segment):
+    for run in _turn_runs([m.role for m in segment.messages], mask, segment.sample.index):
       mask[run] *= weights.get(turn, 1)
       turn += 1
     segments.append(dataclasses.replace(

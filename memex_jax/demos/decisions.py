@@ -23,28 +23,24 @@ from memex_jax.demos.alfworld_text import segment_decisions
 COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
 
 
-def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-  """Decisions right after an observation that listed a place's contents, in episode records
-  (`agent.trajectory_record`'s form: segments as lists of {role, content}).
-
-  Returns:
-    absent_no / absent_take: at places without the kind, the decisions to search on / to take;
-    present_take / present_no: the same at places holding it; restated / restated_exact: the
-    decisions counted, and those whose restated list is the observation's exactly.
-  """
+def tally(decided: Iterable[tuple[bool, bool, bool]]) -> dict[str, int]:
+  """COUNTS of (the place held the kind, the decision takes, the list restated exactly) triples:
+  absent_no / absent_take at places without the kind, present_take / present_no at places
+  holding it; restated / restated_exact: the decisions, and those whose list was exact."""
   counts = dict.fromkeys(COUNTS, 0)
-  for record in records:
-    for messages in record["segments"]:
-      for decision in segment_decisions(messages):
-        counts[outcome(decision.present, decision.takes)] += 1
-        counts["restated"] += 1
-        counts["restated_exact"] += decision.restated_exactly
+  for present, takes, exact in decided:
+    counts[f"{'present' if present else 'absent'}_{'take' if takes else 'no'}"] += 1
+    counts["restated"] += 1
+    counts["restated_exact"] += exact
   return counts
 
 
-def outcome(present: bool, takes: bool) -> str:
-  """The COUNTS key of a decision to take (or search on) at a place with (or without) the kind."""
-  return f"{'present' if present else 'absent'}_{'take' if takes else 'no'}"
+def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """`tally` of the decisions right after an observation that listed a searched place's
+  contents, in episode records (`agent.trajectory_record`'s form: segments as lists of {role,
+  content}); restated exactly: the observation's list, word for word."""
+  return tally((d.present, d.takes, d.restated_exactly) for record in records
+               for messages in record["segments"] for d in segment_decisions(messages))
 
 
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
