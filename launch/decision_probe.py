@@ -1,13 +1,14 @@
 r"""A policy's search decisions on the expert's own contexts (teacher forced).
 
-At each expert turn that restates a searched place and then decides ("cabinet 2 has candle 2,
-soapbar 2: no cloth." or "...: there is cloth 1, so I stop searching"), the policy reads the
-expert's context up to the colon; its most likely next token is its decision: " no" (search
-on) or anything else (take). The decisions are counted against whether the place held the kind,
-as `python -m memex_jax.demos.decisions` counts a policy's own rollouts, beside the mean
-probability of " no" and how many restated lists the policy's argmax copies exactly. Wrong here
-means the policy cannot make the decision; right here but wrong in its rollouts means it makes
-it on the expert's contexts and not on its own.
+At each expert turn that restates a searched place and the kind it seeks, then decides
+("cabinet 2 has candle 2, soapbar 2: cloth: none." or "...: cloth 1 is the cloth the task
+needs"), the policy reads the expert's context through the kind; its most likely next token is
+its decision: ":" (search on) or anything else (take). The decisions are counted against
+whether the place held the kind, as `python -m memex_jax.demos.decisions` counts a policy's own
+rollouts, beside the mean probability of searching on and how many restated lists (the kind
+with them) the policy's argmax copies exactly. Wrong here means the policy cannot make the
+decision; right here but wrong in its rollouts means it makes it on the expert's contexts and
+not on its own.
 
   python -m launch.decision_probe --checkpoint WORK/sft/params --demos DEV_DEMOS \
       [--num 24] [--matmul_dtype bfloat16] [--out results/.../decision_probe.json]
@@ -35,6 +36,7 @@ from memex_jax.agent import ChatRenderer
 from memex_jax.agent.chat import Message
 from memex_jax.demos import dataset, decisions
 from memex_jax.demos.alfworld import decision_spans
+from memex_jax.demos.alfworld_text import SEARCH_ON
 from memex_jax.models import transformer
 from memex_jax.models.policy import load_policy
 
@@ -63,11 +65,11 @@ def make_forward(cfg: Any, params: dict) -> Callable[[np.ndarray, np.ndarray], n
   return forward
 
 
-def probe_segment(forward: Callable, renderer: ChatRenderer, no_id: int,
+def probe_segment(forward: Callable, renderer: ChatRenderer, search_on_id: int,
                   messages: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
-  """One row per decision of the segment: the restated text ("cabinet 2 has candle 2:"),
-  whether the place held the kind, the policy's decision, P(" no"), and how many of the restated
-  tokens its argmax copies."""
+  """One row per decision of the segment: the restated text ("cabinet 2 has candle 2: cloth"),
+  whether the place held the kind, the policy's decision, P(search on), and how many of the
+  restated tokens its argmax copies."""
   chat = [Message(m["role"], m["content"]) for m in messages]
   rendered = renderer.render(chat)
   ids = rendered.ids
@@ -79,26 +81,27 @@ def probe_segment(forward: Callable, renderer: ChatRenderer, no_id: int,
   logits = forward(np.asarray(ids), where)  # P V
   rows, at = [], 0
   for d, first, decides in spans:
-    n = decides - first  # the restated tokens, through the colon
+    n = decides - first  # the restated tokens, through the kind
     span = logits[at:at + n + 1]
     at += n + 1
     copied = np.argmax(span[:n], axis=-1) == np.asarray(ids[first:decides])
     last = span[n] - span[n].max()
-    p_no = float(np.exp(last[no_id]) / np.exp(last).sum())
+    p_search_on = float(np.exp(last[search_on_id]) / np.exp(last).sum())
     rows.append({"restated": renderer.tokenizer.decode(ids[first:decides]),
-                 "present": d.present, "takes": int(np.argmax(last)) != no_id, "p_no": p_no,
+                 "present": d.present, "takes": int(np.argmax(last)) != search_on_id,
+                 "p_search_on": p_search_on,
                  "list_tokens": n, "list_tokens_copied": int(copied.sum())})
   return rows
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-  """`decisions.tally` of the rows (restated_exact: every list token copied), P(" no") at
-  places without and with the kind, and the restated tokens copied."""
+  """`decisions.tally` of the rows (restated_exact: every restated token copied), P(search on)
+  at places without and with the kind, and the restated tokens copied."""
   counts: dict[str, Any] = decisions.tally(
       (row["present"], row["takes"], row["list_tokens_copied"] == row["list_tokens"])
       for row in rows)
-  for present, name in ((False, "p_no_absent"), (True, "p_no_present")):
-    p = [row["p_no"] for row in rows if row["present"] == present]
+  for present, name in ((False, "p_search_on_absent"), (True, "p_search_on_present")):
+    p = [row["p_search_on"] for row in rows if row["present"] == present]
     counts[name] = float(np.mean(p)) if p else float("nan")
   counts["list_tokens"] = sum(row["list_tokens"] for row in rows)
   counts["list_tokens_copied"] = sum(row["list_tokens_copied"] for row in rows)
@@ -119,18 +122,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   if args.checkpoint:
     params = runs.import_params(args.checkpoint, params)
   renderer = ChatRenderer(tokenizer)
-  no_id, = tokenizer.encode(" no")
+  search_on_id = tokenizer.encode(SEARCH_ON)[0]  # the ":" that follows the kind
   forward = make_forward(cfg, params)
   records = dataset.demonstration_records(args.demos)[:args.num]
   rows = []
   for record in tqdm.tqdm(records, desc="decision probe"):
     for messages in record["segments"]:
       rows += [{"game": record["game"], **row}
-               for row in probe_segment(forward, renderer, no_id, messages)]
+               for row in probe_segment(forward, renderer, search_on_id, messages)]
   counts = summarize(rows)
   table = decisions.markdown_table({args.label: counts})
-  print(table + f"\n\nP(' no') at places without the kind {counts['p_no_absent']:.3f}, with it "
-        f"{counts['p_no_present']:.3f}; restated tokens copied {counts['list_tokens_copied']} of "
+  print(table + f"\n\nP(search on) at places without the kind {counts['p_search_on_absent']:.3f}, "
+        f"with it {counts['p_search_on_present']:.3f}; restated tokens copied "
+        f"{counts['list_tokens_copied']} of "
         f"{counts['list_tokens']}.")
   if args.out:
     command = "python -m launch.decision_probe " + shlex.join(

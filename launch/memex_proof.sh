@@ -28,8 +28,10 @@
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
 # (demos.dataset --found-weight). DECISION_WEIGHT (1) weighs the one token that decides,
-# after a searched place's contents are restated, whether the kind is there
+# after a searched place's contents and the sought kind are restated, whether the kind is there
 # (demos.dataset --decision-weight).
+# NO_GRAD_LAYERS (CPU 20) is how many of SmolLM2's 30 layers, from the lowest, the CPU SFT
+# leaves untrained (config.model.no_grad_layers; 0 trains them all).
 # MATMUL_DTYPE (unset: float32 products) = bfloat16 runs every model stage (SFT, evaluations,
 # RL) with bfloat16 operands and float32 accumulation in the big products
 # (ModelConfig.matmul_dtype), on this CPU's AMX units: the SFT-shaped bench step 11.4 s -> 5.6 s,
@@ -41,7 +43,7 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  FOUND_WEIGHT DECISION_WEIGHT TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
+  FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -76,7 +78,7 @@ elif [ "${SCALE}" = cpu ]; then
   # Held-out loss every 20 steps: one measurement took ~70 s, about four steps, in the sixth
   # run (11 held-out segments; results/memex_cpu/README.md).
   SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
-       --config.model.no_grad_layers=20 --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
+       --config.model.no_grad_layers="${NO_GRAD_LAYERS:-20}" --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
        --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
        --config.compress_weight="${COMPRESS_WEIGHT:-1}"
        # About the steps SFT_MINUTES covers (17-19 s a step with its held-out measurements),

@@ -135,7 +135,7 @@ def decision_spans(messages: Sequence[Mapping[str, str]], loss_mask: np.ndarray,
                    tokenizer: TextTokenizer, segment: Any = "") -> list[tuple[Decision, int, int]]:
   """Where each search decision of a rendered segment sits (`alfworld_text.segment_decisions`):
   (decision, position of the restatement's first token, position of the deciding token: the
-  first after the list's colon), from the segment's loss mask before any turn is weighed 0."""
+  first after the sought kind), from the segment's loss mask before any turn is weighed 0."""
   turn_runs = dict(zip([i for i, m in enumerate(messages) if m["role"] == "assistant"],
                        _turn_runs([m["role"] for m in messages], loss_mask, segment)))
   spans = []
@@ -143,7 +143,7 @@ def decision_spans(messages: Sequence[Mapping[str, str]], loss_mask: np.ndarray,
     content = messages[decision.turn]["content"]
     # The space before the place's name joins its first token, so the prefix ends before it.
     before = tokenizer.encode(content[:decision.match.start(1)].rstrip(" "))
-    through = tokenizer.encode(content[:decision.match.end(2) + 1])
+    through = tokenizer.encode(content[:decision.decides_at])
     if (tokenizer.encode(content)[:len(through)] != through or
         through[:len(before)] != before):
       raise DemonstrationError(f"segment {segment}: the decision of turn {decision.turn} does "

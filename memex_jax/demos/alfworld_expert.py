@@ -38,8 +38,9 @@ from typing import Sequence
 
 from memex_jax.agent import IM_END, AgentConfig, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
-from memex_jax.demos.alfworld_text import (REFUSED, abstract, compile_walkthrough, kind_of,
-                                           listing_anchors, mentions, seen_items, tool_call)
+from memex_jax.demos.alfworld_text import (REFUSED, SEARCH_ON, abstract, compile_walkthrough,
+                                           kind_of, listing_anchors, mentions, seen_items,
+                                           tool_call)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.demos.search_prior import SearchPrior
 from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
@@ -72,10 +73,11 @@ class DemonstrationConfig:
       decisions; the thirteenth proof run's policy said "no <kind>" at 4 of the 7 places whose
       restated list held it.
     decision_weight: the weight of the one token that decides, after a searched place's
-      contents are restated, whether the kind is there (" no" of "...: no cloth." or the first
-      of "...: there is cloth 1"; `weighted_decisions`). Teacher forced on demonstrations of new
-      training games, the sixteenth proof run's policy copied 99% of the restated tokens and
-      said " no" at 23 of 27 places that held the kind (`launch.decision_probe`).
+      contents and the sought kind are restated, whether the kind is there (":" of "...: cloth:
+      none." or " " of "...: cloth 1 is the ..."; `weighted_decisions`). Teacher forced on
+      demonstrations of new training games, the sixteenth proof run's policy (which decided
+      first, "...: no cloth.") copied 99% of the restated tokens and said " no" at 23 of 27
+      places that held the kind (`launch.decision_probe`).
   """
 
   agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
@@ -307,7 +309,7 @@ class Demonstrator:
     if verb == "take" and self._found_by_search:
       return f"{self._seen_here()}: " + pick([
           f"{ids[0]} is the {kind_of(ids[0])} the task needs; I take it now.",
-          f"there is {ids[0]}, so I stop searching and take it."])
+          f"{ids[0]} is here, so I stop searching and take it."])
     needed = self._needed_ids(command)
     if verb == "go" and len(needed) > 1:
       return f"The {needed[0]} I need is at {ids[0]}; going there."
@@ -329,7 +331,7 @@ class Demonstrator:
     if verb == "open":
       return pick([f"{receptacle} is closed; I open it to look for a {kind}.",
                    f"I open {receptacle} to see whether a {kind} is inside."])
-    empty = f"{self._seen_here()}: no {kind}. " if self._just_visited() else ""
+    empty = f"{self._seen_here()}: {kind}{SEARCH_ON}. " if self._just_visited() else ""
     return empty + pick([
         f"I still need a {kind}; {receptacle} is the likeliest place for one that I have not "
         "searched yet.",

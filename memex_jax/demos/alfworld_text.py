@@ -86,9 +86,13 @@ def listing_anchors(working: str, listing: str) -> dict[str, str] | None:
     return None
 
 
-# The expert's restate-then-decide forms; a kind may come with or without its number.
-DECISION = re.compile(r"([a-z]+ \d+) has ([^:]*): (?:no ([a-z]+)\.|([a-z]+)(?: \d+)? is the "
-                      r"([a-z]+) |there is ([a-z]+)(?: \d+)?[,.])")
+# The expert's restate-then-decide form: the restated list, the sought kind, then ": none."
+# (search on) or the id's number (take). With the kind named first, the deciding token is what
+# follows that kind in the list just restated, if it is there: a lookup of the kind a language
+# model's copying already does. Decided first (": no cloth." or ": cloth 1 is the ..."), the
+# token was barely conditioned on the list (results/memex_cpu/2026-12-06f/decision_probe.md).
+SEARCH_ON = ": none"
+DECISION = re.compile(rf"([a-z]+ \d+) has ([^:]*): ([a-z]+)({SEARCH_ON}\b| \d+\b)")
 
 
 class Decision(NamedTuple):
@@ -101,7 +105,12 @@ class Decision(NamedTuple):
 
   @property
   def takes(self) -> bool:
-    return self.match[3] is None
+    return self.match[4] != SEARCH_ON
+
+  @property
+  def decides_at(self) -> int:
+    """Where in the turn's text the decision starts: right after the sought kind."""
+    return self.match.end(3)
 
   @property
   def restated_exactly(self) -> bool:
@@ -122,5 +131,4 @@ def segment_decisions(messages: Sequence[Mapping[str, str]]) -> Iterator[Decisio
     if not decision:
       continue
     items = seen_items(observation)
-    kind = decision[3] or decision[5] or decision[6]
-    yield Decision(turn, decision, items, any(kind_of(item) == kind for item in items))
+    yield Decision(turn, decision, items, any(kind_of(item) == decision[3] for item in items))

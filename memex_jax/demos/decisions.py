@@ -1,8 +1,9 @@
 r"""How an ALFWorld policy's search decisions match what the engine showed.
 
-The expert's turn after a search's visit restates what the place holds, then decides: "<place>
-has <list>: no <kind>." (search on) or "...: <id> is the <kind> the task needs" / "there is
-<id>, so I stop searching" (take). A policy cloned from it writes the same, and this counts each
+The expert's turn after a search's visit restates what the place holds and the kind it seeks,
+then decides: "<place> has <list>: <kind>: none." (search on) or "...: <id> is the <kind> the
+task needs" / "...: <id> is here, so I stop searching" (take; the id starts with the kind). A
+policy cloned from it writes the same, and this counts each
 such decision against the observation it follows: whether the place held the kind, whether the
 restated list is the engine's exactly. The expert's own demonstrations decide right every time,
 except the refused takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`).

@@ -83,7 +83,7 @@ def _decision_positions(trajectory, renderer):
                      len(renderer.generation_prompt_ids()))
       content = messages[d.turn]["content"]
       positions[turn_starts + len(renderer.tokenizer.encode(
-          content[:d.match.end(2) + 1]))] = d.present
+          content[:d.decides_at]))] = d.present
     out.append(positions)
   return out
 
@@ -99,8 +99,9 @@ def test_the_decision_token_alone_takes_the_decision_weight(played, renderer):
       assert sorted(np.flatnonzero(mask != before.sample.loss_mask)) == sorted(positions), game
       for position, present in positions.items():
         assert mask[position] == 7
-        # " no" where the place lacked the kind; the take's first word where it held it.
-        assert (renderer.tokenizer.decode([int(ids[position])]) == " no") == (not present)
+        # The ":" of ": none" where the place lacked the kind; the space before the number of
+        # the id taken where it held it.
+        assert renderer.tokenizer.decode([int(ids[position])]) == (" " if present else ":")
         weighed += 1
   assert weighed >= 4
   assert weighted_decisions(trajectory, 1, renderer.tokenizer) is trajectory

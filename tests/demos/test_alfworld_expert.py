@@ -8,7 +8,7 @@ import pytest
 
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
-from memex_jax.demos.alfworld_text import kind_of, seen_items
+from memex_jax.demos.alfworld_text import DECISION, SEARCH_ON, kind_of, seen_items
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.rl.sample import trained_runs
 
@@ -72,8 +72,6 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
 
 
 _HOLDING = re.compile(r"Holding: (nothing|[a-z]+ \d+)\. ")
-_RESTATED = re.compile(r"([a-z]+ \d+) has ([^:]*): (no ([a-z]+)\.|([a-z]+ \d+) is the|there is "
-                       r"([a-z]+ \d+))")
 _PICKED_UP = re.compile(r"You pick up the ([a-z]+ \d+) from")
 
 
@@ -86,7 +84,7 @@ def test_a_visit_is_restated_before_the_search_decides(played):
       working = segment.messages[2:]
       for before, reply, message in zip(working, working[1:], working[2:]):
         holding = message.role == "assistant" and _HOLDING.match(message.content)
-        match = holding and _RESTATED.match(message.content, holding.end())
+        match = holding and DECISION.match(message.content, holding.end())
         if not match:
           continue
         visit = parse_turn(before.content).call.arguments["command"]
@@ -94,12 +92,12 @@ def test_a_visit_is_restated_before_the_search_decides(played):
         assert visit.endswith(match[1]), (game, seed, message.content)
         assert match[2] == (", ".join(items) or "nothing"), (game, seed, message.content)
         command = parse_turn(message.content).call.arguments["command"]
-        if match[4]:  # none of the kind here: the search goes on elsewhere
-          assert all(kind_of(i) != match[4] for i in items), (game, seed, message.content)
+        if match[4] == SEARCH_ON:  # none of the kind here: the search goes on elsewhere
+          assert all(kind_of(i) != match[3] for i in items), (game, seed, message.content)
           assert command.startswith("go to ") and not command.endswith(match[1])
           searched_on += 1
         else:  # the kind is here: it is taken from the list just restated
-          thing = match[5] or match[6]
+          thing = match[3] + match[4]
           assert thing in items and command == f"take {thing} from {match[1]}", (game, seed)
           took += 1
   assert took >= len(played) // 2 and searched_on > 0
@@ -148,8 +146,8 @@ def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_emp
       working = segment.messages[2:]
       for turn, reply, after in zip(working, working[1:], working[2:]):
         call = turn.role == "assistant" and parse_turn(turn.content).call
-        restated = call and _RESTATED.search(turn.content)
-        if not restated or restated[4] or not call.arguments["command"].startswith("take "):
+        restated = call and DECISION.search(turn.content)
+        if not restated or restated[4] == SEARCH_ON or not call.arguments["command"].startswith("take "):
           continue
         thing = call.arguments["command"].split(" from ")[0][5:]
         if thing not in restated[2].split(", "):  # a wrong take: refused, not trained on
@@ -157,7 +155,7 @@ def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_emp
           assert turn.content.split("<tool_call>")[0] not in trained, (game, turn.content)
           assert after.content.startswith(  # the hands still empty: the take changed nothing
               f"Holding: nothing. Nothing happened: {restated[1]} holds no "
-              f"{kind_of(thing)}. {restated[1]} has {restated[2]}: no {kind_of(thing)}."), (
+              f"{kind_of(thing)}. {restated[1]} has {restated[2]}: {kind_of(thing)}{SEARCH_ON}."), (
                   game, after.content)
           assert after.content.split("<tool_call>")[0] in trained
           assert parse_turn(after.content).call.arguments["command"].startswith("go to ")
@@ -177,8 +175,8 @@ def test_found_turns_weigh_found_weight_in_the_loss(play_small_games, demonstrat
       assert len(weights) == len(turns)
       for turn, weight in zip(turns, weights):  # the take of what a search just found, only
         holding = _HOLDING.match(turn)
-        restated = holding and _RESTATED.search(turn, holding.end())  # after "From <index>: "
-        assert weight == (3 if restated and not restated[4] else 1), (game, turn)
+        restated = holding and DECISION.search(turn, holding.end())  # after "From <index>: "
+        assert weight == (3 if restated and restated[4] != SEARCH_ON else 1), (game, turn)
         weighed += weight == 3
   assert weighed >= 2
 

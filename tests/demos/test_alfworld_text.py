@@ -33,8 +33,8 @@ def test_a_turn_after_the_room_listing_read_back_is_no_search_decision():
   # searched before compressing, which the listing (of receptacles) does not show.
   listing = ("<tool_response>\nLooking quickly around you, you see a cabinet 2, a cabinet 1, a "
              "countertop 1, and a sinkbasin 1.\n</tool_response>")
-  turn = ("Holding: nothing. From room_listing: cabinet 1 has saltshaker 1, soapbottle 2: no "
-          "plate. Searching for a plate: cabinet 2 is next, as a cabinet often holds one.")
+  turn = ("Holding: nothing. From room_listing: cabinet 1 has saltshaker 1, soapbottle 2: plate: "
+          "none. Searching for a plate: cabinet 2 is next, as a cabinet often holds one.")
   shown = ("<tool_response>\nYou open the cabinet 1. The cabinet 1 is open. In it, you see a "
            "saltshaker 1, and a soapbottle 2.\n</tool_response>")
   segment = [{"role": "user", "content": listing}, {"role": "assistant", "content": turn},
