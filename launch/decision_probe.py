@@ -134,8 +134,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   table = decisions.markdown_table({args.label: counts})
   print(table + f"\n\nP(search on) at places without the kind {counts['p_search_on_absent']:.3f}, "
         f"with it {counts['p_search_on_present']:.3f}; restated tokens copied "
-        f"{counts['list_tokens_copied']} of "
-        f"{counts['list_tokens']}.")
+        f"{counts['list_tokens_copied']} of {counts['list_tokens']}.")
   if args.out:
     command = "python -m launch.decision_probe " + shlex.join(
         sys.argv[1:] if argv is None else list(argv))

@@ -1,5 +1,5 @@
 """ALFWorld text as the scripted expert reads and writes it: ids and their types, what an
-observation lists, the walkthrough as steps, anchors and tool calls, search decisions."""
+observation lists, the walkthrough as steps, anchors, notes and tool calls, search decisions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 from memex_jax.agent import tool_response_body
-from memex_jax.envs.alfworld.env import LISTING
+from memex_jax.envs.alfworld.env import LISTING, LOOK
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import AnchorError, extract_span
 
@@ -84,6 +84,28 @@ def listing_anchors(working: str, listing: str) -> dict[str, str] | None:
     return anchors if extract_span(working, *anchors.values()) == listing else None
   except AnchorError:
     return None
+
+
+def search_notes(current: Sequence[tuple[str, str]], key_receptacles: Sequence[str] | None,
+                 needed_kinds: Sequence[str]) -> str:
+  """A compression's explicit note: what each receptacle searched in the segment held
+  ((command, observation) pairs), and the actions done. Brief (`key_receptacles` given), it
+  lists only the places the plan uses or holding a needed kind, naming the rest together."""
+  contents: dict[str, list[str]] = {}
+  done = []
+  for command, observation in current:
+    verb, target = command.split(" ")[0], (THING_ID.findall(command) or [""])[-1]
+    if verb in ("go", "open", "examine") and "you see" in observation:
+      contents[target] = seen_items(observation)
+    elif verb not in ("go", "open", "close", "examine", LOOK):
+      done.append(f"- done: {command}")
+  listed = {r: items for r, items in contents.items() if items and (
+      key_receptacles is None or r in key_receptacles or
+      any(kind_of(i) in needed_kinds for i in items))}
+  rest = [r for r in contents if r not in listed]
+  label = "empty" if key_receptacles is None else "searched, nothing needed"
+  return "\n".join([f"- {r}: {', '.join(items)}" for r, items in listed.items()] +
+                   ([f"- {label}: {', '.join(rest)}"] if rest else []) + done)
 
 
 # The expert's restate-then-decide form: the restated list, the sought kind, then ": none."

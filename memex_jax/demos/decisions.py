@@ -3,10 +3,11 @@ r"""How an ALFWorld policy's search decisions match what the engine showed.
 The expert's turn after a search's visit restates what the place holds and the kind it seeks,
 then decides: "<place> has <list>: <kind>: none." (search on) or "...: <id> is the <kind> the
 task needs" / "...: <id> is here, so I stop searching" (take; the id starts with the kind). A
-policy cloned from it writes the same, and this counts each
-such decision against the observation it follows: whether the place held the kind, whether the
-restated list is the engine's exactly. The expert's own demonstrations decide right every time,
-except the refused takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`).
+policy cloned from it writes the same, and this counts each such decision against the
+observation it follows: whether the place held the kind, whether the restated list is the
+engine's exactly. The expert's own demonstrations decide right every time, except the refused
+takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`). It also counts where the
+policy went: the go-tos that return to a place it had gone to before.
 
   python -m memex_jax.demos.decisions \
       "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
@@ -18,6 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable, Mapping
 
+from memex_jax.agent import parse_turn
 from memex_jax.agent.records import read_records
 from memex_jax.demos.alfworld_text import segment_decisions
 
@@ -44,6 +46,23 @@ def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
                for messages in record["segments"] for d in segment_decisions(messages))
 
 
+def count_returns(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """go_tos: the `go to` calls of episode records; returns: those to a place the episode had
+  gone to before. The expert returns only to fetch a thing seen there or to bring one back."""
+  go_tos = returns = 0
+  for record in records:
+    places = set()
+    for messages in record["segments"]:
+      for message in messages:
+        call = parse_turn(message["content"]).call if message["role"] == "assistant" else None
+        command = call.arguments.get("command", "") if call and call.name == "execute" else ""
+        if isinstance(command, str) and command.startswith("go to "):
+          go_tos += 1
+          returns += command in places
+          places.add(command)
+  return {"go_tos": go_tos, "returns": returns}
+
+
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
   """One row per label: the decisions at places without the kind and with it, and the lists."""
   lines = ["| policy | places without the kind: search on / take | places with it: take / search "
@@ -58,11 +77,14 @@ def main(argv: list[str]) -> int:
   if not argv or any(arg.startswith("-") for arg in argv):
     print(__doc__, file=sys.stderr)
     return 2
-  rows = {}
+  rows, returns = {}, {}
   for arg in argv:
     label, _, path = arg.rpartition("=")
-    rows[label or path] = count_decisions(read_records(path))
+    records = list(read_records(path))
+    rows[label or path], returns[label or path] = count_decisions(records), count_returns(records)
   print(markdown_table(rows))
+  for label, c in returns.items():
+    print(f"{label}: {c['returns']} of {c['go_tos']} go-tos return to a place gone to before")
   return 0
 
 

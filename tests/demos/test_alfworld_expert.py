@@ -8,8 +8,10 @@ import pytest
 
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
+from memex_jax.agent.presets import smollm2_alfworld
 from memex_jax.demos.alfworld_text import DECISION, SEARCH_ON, kind_of, seen_items
 from memex_jax.envs.alfworld.env import LISTING
+from memex_jax.memory import COMPRESS
 from memex_jax.rl.sample import trained_runs
 
 
@@ -103,6 +105,83 @@ def test_a_visit_is_restated_before_the_search_decides(played):
   assert took >= len(played) // 2 and searched_on > 0
 
 
+TIGHT_THRESHOLD = 512
+TIGHT_THRESHOLD = 512
+_ORDER = re.compile(r"[Pp]laces to search for a ([a-z]+), likeliest first: ([a-z0-9 >]+)\. I go "
+                    r"to ([a-z]+ \d+) first\.")
+_NEXT = re.compile(r"Next: ([a-z]+ \d+) > ([a-z]+ \d+)\.")
+_SUMMARY_ORDER = re.compile(r"search for a ([a-z]+) in the order ([a-z0-9 >]+)[,.]")
+
+
+@pytest.fixture(scope="module")
+def played_tight(play_small_games, demonstration_config):
+  """Every small game at seed 0 under a threshold low enough to compress in the middle of
+  searches: [(game, seed, demonstration)]."""
+  config = dataclasses.replace(demonstration_config,
+                               agent=smollm2_alfworld(threshold=TIGHT_THRESHOLD))
+  return [(game, 0, trajectory) for game, trajectory in play_small_games(config)]
+
+
+def test_a_search_writes_its_order_then_follows_it_place_after_place(played, played_tight,
+                                                                     search_prior):
+  """A search's first go names the unsearched places likeliest first and goes to the first; each
+  next go names the place just searched and the one after it in an order its context shows; a
+  compression's plan names the order left, and the search goes on from its head."""
+  fresh = following = resumed = 0
+  for game, seed, trajectory in played + played_tight:
+    executed = _executed(trajectory)
+    listing = next(obs for c, obs in executed if c == "look")
+    receptacles = seen_items(listing[listing.index(LISTING):])
+    searched, summary_order = [], None
+    for segment in trajectory.segments:
+      working = segment.messages[2:]
+      for at, message in enumerate(working):
+        call = parse_turn(message.content).call if message.role == "assistant" else None
+        if call and call.name == COMPRESS:  # a segment's last turn
+          plan = _SUMMARY_ORDER.search(call.arguments["summary"])
+          summary_order = plan and plan[2].split(" > ")
+        if not call or call.name != "execute":
+          continue
+        command = call.arguments["command"]
+        order, step = _ORDER.search(message.content), _NEXT.search(message.content)
+        if order:
+          kind, places = order[1], order[2].split(" > ")
+          assert command == f"go to {order[3]}" and places[0] == order[3], (game, command)
+          assert not set(places) & set(searched), (game, places)
+          chance = [search_prior.probability(kind, kind_of(r)) /
+                    sum(kind_of(x) == kind_of(r) for x in receptacles) for r in places]
+          assert chance == sorted(chance, reverse=True), (game, places)
+          if summary_order and summary_order[0] == order[3]:
+            resumed += 1
+          fresh += 1
+        elif step:
+          assert command == f"go to {step[2]}" and step[1] == searched[-1], (game, command)
+          shown = "\n".join(m.content for m in working[:at])
+          assert f"{step[1]} > {step[2]}" in shown, (game, command)
+          following += 1
+        if (command.split(" ")[0] in ("go", "open", "examine") and
+            "you see" in working[at + 1].content):
+          searched.append(command.split(" ", 1)[1].removeprefix("to "))
+  assert fresh > 0 and following > 0 and resumed > 0, (fresh, following, resumed)
+
+
+def test_a_turn_restates_only_what_the_observation_before_it_listed(played):
+  """No restatement from memory: after a compression the context no longer shows the place's
+  contents, and a policy cannot copy them."""
+  restated = 0
+  for game, seed, trajectory in played:
+    for segment in trajectory.segments:
+      working = segment.messages[2:]
+      for before, message in zip(working, working[1:]):
+        match = message.role == "assistant" and DECISION.search(message.content)
+        if not match:
+          continue
+        items = seen_items(tool_response_body(before.content) or "")
+        assert match[2] == (", ".join(items) or "nothing"), (game, seed, message.content)
+        restated += 1
+  assert restated > 0
+
+
 def test_each_action_turn_opens_with_what_the_engine_says_is_held(played):
   """"Holding: X." is the thing of the engine's last 'You pick up', until a move puts it down:
   the line a policy's summaries and moves can copy."""
@@ -136,30 +215,41 @@ def test_bad_settings_are_refused(demonstration_config):
 def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_empty_handed(
     played_with_wrong_takes, renderer):
   """A wrong take names the sought kind at a place just restated without it; the engine refuses
-  it, and the next turn still holds nothing, says why, and searches elsewhere (trained on)."""
+  it, and the next action still holds nothing, says why, and searches elsewhere (trained on). A
+  compression between them leaves the place's contents unrestated: the context no longer shows
+  them."""
   wrong = 0
   for game, trajectory in played_with_wrong_takes:
     assert trajectory.metrics.success, game
+    turns = []  # (message, its segment's trained text), over the whole episode
     for segment in trajectory.segments:
       ids, mask = segment.sample.token_ids, segment.sample.loss_mask
       trained = renderer.tokenizer.decode(ids[mask > 0].tolist())
-      working = segment.messages[2:]
-      for turn, reply, after in zip(working, working[1:], working[2:]):
-        call = turn.role == "assistant" and parse_turn(turn.content).call
-        restated = call and DECISION.search(turn.content)
-        if not restated or restated[4] == SEARCH_ON or not call.arguments["command"].startswith("take "):
-          continue
-        thing = call.arguments["command"].split(" from ")[0][5:]
-        if thing not in restated[2].split(", "):  # a wrong take: refused, not trained on
-          assert (tool_response_body(reply.content) or "").startswith("Nothing happens")
-          assert turn.content.split("<tool_call>")[0] not in trained, (game, turn.content)
-          assert after.content.startswith(  # the hands still empty: the take changed nothing
-              f"Holding: nothing. Nothing happened: {restated[1]} holds no "
-              f"{kind_of(thing)}. {restated[1]} has {restated[2]}: {kind_of(thing)}{SEARCH_ON}."), (
-                  game, after.content)
-          assert after.content.split("<tool_call>")[0] in trained
-          assert parse_turn(after.content).call.arguments["command"].startswith("go to ")
-          wrong += 1
+      turns += [(m, trained) for m in segment.messages[2:]]
+    for at, ((turn, trained), (reply, _)) in enumerate(zip(turns, turns[1:])):
+      call = turn.role == "assistant" and parse_turn(turn.content).call
+      restated = call and DECISION.search(turn.content)
+      if (not restated or restated[4] == SEARCH_ON or
+          not call.arguments["command"].startswith("take ")):
+        continue
+      thing = call.arguments["command"].split(" from ")[0][5:]
+      if thing in restated[2].split(", "):
+        continue
+      # A wrong take: refused, not trained on.
+      assert (tool_response_body(reply.content) or "").startswith("Nothing happens")
+      assert turn.content.split("<tool_call>")[0] not in trained, (game, turn.content)
+      later = [(m, t) for m, t in turns[at + 2:] if m.role == "assistant"]
+      compressed = parse_turn(later[0][0].content).call.name == COMPRESS
+      after, after_trained = next((m, t) for m, t in later
+                                  if parse_turn(m.content).call.name == "execute")
+      kind = kind_of(thing)
+      said = f"Holding: nothing. Nothing happened: {restated[1]} holds no {kind}."
+      if not compressed:
+        said += f" {restated[1]} has {restated[2]}: {kind}{SEARCH_ON}."
+      assert after.content.startswith(said), (game, after.content)  # the hands still empty
+      assert after.content.split("<tool_call>")[0] in after_trained
+      assert parse_turn(after.content).call.arguments["command"].startswith("go to ")
+      wrong += 1
   assert wrong >= 2
 
 

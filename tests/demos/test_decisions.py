@@ -4,6 +4,7 @@ takes it plays on purpose."""
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import trajectory_record, write_records
 from memex_jax.demos import decisions
+from memex_jax.demos.alfworld_text import tool_call
 
 
 def _records(played):
@@ -41,9 +42,26 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
   path = tmp_path / "trajectories.jsonl"
   write_records(path, records)
   c = decisions.count_decisions(records)
+  r = decisions.count_returns(records)
   assert decisions.main([f"expert, wrong takes={path}"]) == 0
-  assert capsys.readouterr().out.splitlines()[-1] == (
+  assert capsys.readouterr().out.splitlines()[-2:] == [
       f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
-      f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |")
+      f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |",
+      f"expert, wrong takes: {r['returns']} of {r['go_tos']} go-tos return to a place gone to "
+      "before"]
   assert decisions.main([]) == 2
   assert "python -m memex_jax.demos.decisions" in capsys.readouterr().err
+
+
+def _go(place):
+  return {"role": "assistant",
+          "content": tool_call("Next.", "execute", command=f"go to {place}")}
+
+
+def test_returns_count_the_go_tos_to_a_place_gone_to_before(played):
+  walked = {"segments": [[_go("fridge 1"), _go("countertop 2"), _go("fridge 1")],
+                         [_go("countertop 2"), _go("cabinet 1"),
+                          {"role": "assistant", "content": "go to fridge 1, no call"}]]}
+  assert decisions.count_returns([walked]) == {"go_tos": 5, "returns": 2}
+  expert = decisions.count_returns(_records(played))
+  assert 0 < expert["returns"] < expert["go_tos"] // 2
