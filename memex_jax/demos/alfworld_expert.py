@@ -350,7 +350,7 @@ class Demonstrator:
     # go-tos on valid_unseen, against 117 of 770 in its demonstrations (where such a go-to
     # fetches a thing seen earlier or brings one back).
     last = self._just_visited()
-    if last and f"{last} > {receptacle}" in working:
+    if last and mentions(working, f"{last} > {receptacle}"):  # not "... > drawer 20"
       return f"{empty}Next: {last} > {receptacle}."
     return (f"{empty}Places to search for a {kind}, likeliest first: "
             f"{' > '.join(self._search_order(kind))}. I go to {receptacle} first.")
