@@ -147,7 +147,10 @@ class Episode:
       overflow -= len(self._working[dropped].ids)
       dropped += 1
     if dropped:
-      self._close_segment()
+      # The latest observation opens the next segment; the closed one keeps it only if it fits
+      # (an observation past the window made a sample longer than the window).
+      fits = len(self._context_ids()) <= window
+      self._segments.append(self._prefix + (self._working if fits else self._working[:-1]))
       self._working = [_Piece(p.message, p.ids, [0] * len(p.ids), [0.0] * len(p.ids))
                        for p in self._working[dropped:]]
       self._needs_reset = True
