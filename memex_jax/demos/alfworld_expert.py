@@ -114,7 +114,7 @@ class Demonstrator:
     self._expected: tuple[str, str] | None = None  # (the call, what its reply must start with)
     self._step_at = 0
     self._queue: list[str] = [LOOK]
-    self._receptacles: list[str] = []  # The look listing, in search-tie order.
+    self._receptacles: list[str] = []  # The look listing, in its order.
     self._searched: list[str] = []  # Receptacles whose contents were seen, in order.
     self._searching: str | None = None  # The kind a search is looking for.
     self._found_by_search = False  # The next take is of what the search just found.
@@ -249,7 +249,7 @@ class Demonstrator:
     return [t for t in self._where if kind_of(t) == kind and t not in self._taken]
 
   def _search_order(self, kind: str) -> list[str]:
-    """The unsearched receptacles likeliest first (ties in the shuffled listing's order), as
+    """The unsearched receptacles likeliest first (ties in the listing's order), as
     many as a written order names."""
     unsearched = [r for r in self._receptacles if r not in self._searched]
     return sorted(unsearched, key=lambda r: -self._likelihood(kind, r))[:_ORDER_SHOWN]
@@ -279,8 +279,10 @@ class Demonstrator:
       raise DemonstrationError(f"{command!r} failed: {observation!r}")
     self._log.append((self._segment, command, observation))
     if command == LOOK:
+      # Ties in the prior keep the listing's order, so each type's run in a written order is
+      # the listing's own ("cabinet 13 > cabinet 12 > ..."), copied rather than guessed. With
+      # ties shuffled, the seventeenth run's policy wrote orders naming a place twice.
       self._receptacles = seen_items(observation[observation.find(LISTING):])
-      self._rng.shuffle(self._receptacles)  # Ties in the prior are searched in a random order.
       return
     if verb == "go":
       self._location = ids[0]

@@ -62,9 +62,9 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
       same = sum(kind_of(x) == kind_of(r) for x in receptacles)
       return search_prior.probability(kind, kind_of(r)) / same
 
-    for n, place in enumerate(places):  # each visit: the likeliest place not searched yet
-      unsearched = [r for r in receptacles if r not in places[:n]]
-      assert likelihood(place) == max(map(likelihood, unsearched)), (game, seed, place)
+    for n, place in enumerate(places):  # each visit: the likeliest place not searched yet,
+      unsearched = [r for r in receptacles if r not in places[:n]]  # first listed among ties
+      assert place == max(unsearched, key=likelihood), (game, seed, place)
     # The search stops where it first sees the kind, and takes it from there at once.
     holds = [any(kind_of(i) == kind for i in items) for _, items in searched]
     assert holds[-1] and not any(holds[:-1]), (game, seed, searched)
@@ -148,9 +148,11 @@ def test_a_search_writes_its_order_then_follows_it_place_after_place(played, pla
           kind, places = order[1], order[2].split(" > ")
           assert command == f"go to {order[3]}" and places[0] == order[3], (game, command)
           assert not set(places) & set(searched), (game, places)
-          chance = [search_prior.probability(kind, kind_of(r)) /
-                    sum(kind_of(x) == kind_of(r) for x in receptacles) for r in places]
-          assert chance == sorted(chance, reverse=True), (game, places)
+          def rank(r):  # likeliest first; ties in the listing's order, so copyable from it
+            chance = (search_prior.probability(kind, kind_of(r)) /
+                      sum(kind_of(x) == kind_of(r) for x in receptacles))
+            return -chance, receptacles.index(r)
+          assert places == sorted(places, key=rank), (game, places)
           if summary_order and summary_order[0] == kind:  # no place searched since the plan
             assert places == summary_order[1], (game, places, summary_order)
             resumed += 1
