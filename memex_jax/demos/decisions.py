@@ -7,7 +7,8 @@ policy cloned from it writes the same, and this counts each such decision agains
 observation it follows: whether the place held the kind, whether the restated list is the
 engine's exactly. The expert's own demonstrations decide right every time, except the refused
 takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`). It also counts where the
-policy went: the go-tos that return to a place it had gone to before.
+policy went: the go-tos that return to a place it had gone to before, and the search orders it
+wrote ("likeliest first: A > B > ...") that name a place twice or one the room does not have.
 
   python -m memex_jax.demos.decisions \
       "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
@@ -21,7 +22,8 @@ from typing import Any, Iterable, Mapping
 
 from memex_jax.agent import parse_turn
 from memex_jax.agent.records import read_records
-from memex_jax.demos.alfworld_text import segment_decisions
+from memex_jax.demos.alfworld_text import WRITTEN_ORDER, seen_items, segment_decisions
+from memex_jax.envs.alfworld.env import LISTING
 
 COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
 
@@ -63,6 +65,27 @@ def count_returns(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   return {"go_tos": go_tos, "returns": returns}
 
 
+def count_orders(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """orders: the search orders the assistant turns of episode records write; repeating: those
+  naming a place twice; invented: those naming a place the room's listing does not."""
+  orders = repeating = invented = 0
+  for record in records:
+    room = None  # The receptacles of the first listing the episode shows.
+    for messages in record["segments"]:
+      for message in messages:
+        text = message["content"]
+        if message["role"] != "assistant":
+          if room is None and LISTING in text:
+            room = set(seen_items(text[text.index(LISTING):]))
+          continue
+        for order in WRITTEN_ORDER.finditer(text):
+          places = order[2].split(" > ")
+          orders += 1
+          repeating += len(set(places)) < len(places)
+          invented += room is not None and not set(places) <= room
+  return {"orders": orders, "repeating": repeating, "invented": invented}
+
+
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
   """One row per label: the decisions at places without the kind and with it, and the lists."""
   lines = ["| policy | places without the kind: search on / take | places with it: take / search "
@@ -77,14 +100,18 @@ def main(argv: list[str]) -> int:
   if not argv or any(arg.startswith("-") for arg in argv):
     print(__doc__, file=sys.stderr)
     return 2
-  rows, returns = {}, {}
+  rows, returns, orders = {}, {}, {}
   for arg in argv:
     label, _, path = arg.rpartition("=")
-    records = list(read_records(path))
-    rows[label or path], returns[label or path] = count_decisions(records), count_returns(records)
+    records, label = list(read_records(path)), label or path
+    rows[label], returns[label], orders[label] = (
+        count_decisions(records), count_returns(records), count_orders(records))
   print(markdown_table(rows))
   for label, c in returns.items():
     print(f"{label}: {c['returns']} of {c['go_tos']} go-tos return to a place gone to before")
+  for label, c in orders.items():
+    print(f"{label}: {c['repeating']} of {c['orders']} written search orders name a place twice, "
+          f"{c['invented']} name one the room does not have")
   return 0
 
 

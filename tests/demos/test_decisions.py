@@ -43,12 +43,15 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
   write_records(path, records)
   c = decisions.count_decisions(records)
   r = decisions.count_returns(records)
+  o = decisions.count_orders(records)
   assert decisions.main([f"expert, wrong takes={path}"]) == 0
-  assert capsys.readouterr().out.splitlines()[-2:] == [
+  assert capsys.readouterr().out.splitlines()[-3:] == [
       f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
       f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |",
       f"expert, wrong takes: {r['returns']} of {r['go_tos']} go-tos return to a place gone to "
-      "before"]
+      "before",
+      f"expert, wrong takes: 0 of {o['orders']} written search orders name a place twice, 0 name "
+      "one the room does not have"]
   assert decisions.main([]) == 2
   assert "python -m memex_jax.demos.decisions" in capsys.readouterr().err
 
@@ -65,3 +68,20 @@ def test_returns_count_the_go_tos_to_a_place_gone_to_before(played):
   assert decisions.count_returns([walked]) == {"go_tos": 5, "returns": 2}
   expert = decisions.count_returns(_records(played))
   assert 0 < expert["returns"] < expert["go_tos"] // 2
+
+
+def _order(places):
+  return {"role": "assistant", "content": tool_call(
+      f"Places to search for a fork, likeliest first: {' > '.join(places)}. I go to {places[0]} "
+      "first.", "execute", command=f"go to {places[0]}")}
+
+
+def test_orders_count_the_written_ones_naming_a_place_twice_or_one_not_in_the_room(played):
+  room = {"role": "tool", "content": "Looking quickly around you, you see a drawer 2, a drawer 1, "
+          "and a fridge 1."}
+  wrote = {"segments": [[room, _order(["drawer 2", "drawer 1", "fridge 1"])],
+                        [_order(["drawer 1", "drawer 1"]), _order(["fridge 1", "drawer 9"]),
+                         _order(["drawer 9", "drawer 9"])]]}
+  assert decisions.count_orders([wrote]) == {"orders": 4, "repeating": 2, "invented": 2}
+  expert = decisions.count_orders(_records(played))
+  assert expert["orders"] > 0 and expert["repeating"] == expert["invented"] == 0
