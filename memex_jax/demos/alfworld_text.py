@@ -113,13 +113,14 @@ def search_notes(current: Sequence[tuple[str, str]], key_receptacles: Sequence[s
 # follows that kind in the list just restated, if it is there: a lookup of the kind a language
 # model's copying already does. Decided first (": no cloth." or ": cloth 1 is the ..."), the
 # token was barely conditioned on the list (results/memex_cpu/2026-12-06f/decision_probe.md).
+SEARCH_ON = ": none"
+DECISION = re.compile(rf"([a-z]+ \d+) has ([^:]*): ([a-z]+)({SEARCH_ON}\b| \d+\b)")
+
 # How a search's first go writes its order ("Places to search for a fork, likeliest first:
 # drawer 2 > drawer 1 > ... . I go to drawer 2 first."): the kind and the order, as far as it
 # names whole ids (a policy's order may run on to the turn's cap).
 WRITTEN_ORDER = re.compile(r"[Pp]laces to search for a ([a-z]+), likeliest first: "
                            r"([a-z]+ \d+(?: > [a-z]+ \d+)*)")
-SEARCH_ON = ": none"
-DECISION = re.compile(rf"([a-z]+ \d+) has ([^:]*): ([a-z]+)({SEARCH_ON}\b| \d+\b)")
 
 
 class Decision(NamedTuple):
