@@ -228,9 +228,12 @@ def main() -> None:
   parser.add_argument("--matmul_dtype", default="bfloat16", choices=("bfloat16", "none"),
                       help="ModelConfig.matmul_dtype of the jax_mm path (none: no such path)")
   parser.add_argument("--shift_passages", type=int, default=8,
-                      help="real 512-token passages the matmul_dtype logprob shift is taken on")
+                      help="real 512-token passages the matmul_dtype logprob shift is taken on "
+                      "(0: not taken)")
   parser.add_argument("--out", default="bench/results/cpu_vs_torch.json")
   args = parser.parse_args()
+  if args.shift_passages < 0:
+    parser.error(f"--shift_passages must be >= 0, got {args.shift_passages}")
 
   bench = SideBySide(args)
   ceilings = {"bandwidth": memcpy_bandwidth(), "float_bytes": tree_bytes(bench.params),
@@ -258,7 +261,7 @@ def main() -> None:
                         "runs": " ".join(f"{x:.2f}" for x in values)})
   report.print_table("medians over runs", summary)
   shift = None
-  if args.matmul_dtype != "none":
+  if args.matmul_dtype != "none" and args.shift_passages:
     shift = bench.logprob_shift(args.shift_passages)
     report.print_table(f"logprobs, matmul_dtype={args.matmul_dtype} vs float32", [shift])
   report.write_json(args.out, {"args": vars(args), "ceilings": ceilings, "runs": runs,
