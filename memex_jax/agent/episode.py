@@ -114,8 +114,9 @@ class Episode:
     self._reported_working = usage.working
     self._working.append(self._piece(Message("user", f"{body}\n{status}" if body else status)))
 
-  def _close_segment(self) -> None:
-    self._segments.append(self._prefix + self._working)
+  def _close_segment(self, upto: int | None = None) -> None:
+    """Records the context as a sample: the prefix and the working pieces before `upto`."""
+    self._segments.append(self._prefix + self._working[:upto])
 
   def _end(self, reason: str, error: str = "") -> None:
     self.finish_reason, self.error = reason, error
@@ -141,7 +142,8 @@ class Episode:
   def _truncate(self, room_needed: int) -> None:
     """Full-context regime: drop the oldest messages until a whole turn fits."""
     window = self._config.context_window
-    overflow = len(self._context_ids()) + room_needed - window
+    used = self._usage().total
+    overflow = used + room_needed - window
     dropped = 0
     while overflow > 0 and len(self._working) - dropped > 1:
       overflow -= len(self._working[dropped].ids)
@@ -149,8 +151,7 @@ class Episode:
     if dropped:
       # The latest observation opens the next segment; the closed one keeps it only if it fits
       # (an observation past the window made a sample longer than the window).
-      fits = len(self._context_ids()) <= window
-      self._segments.append(self._prefix + (self._working if fits else self._working[:-1]))
+      self._close_segment(None if used <= window else -1)
       self._working = [_Piece(p.message, p.ids, [0] * len(p.ids), [0.0] * len(p.ids))
                        for p in self._working[dropped:]]
       self._needs_reset = True

@@ -35,3 +35,11 @@ def test_rows_without_the_bfloat16_path_carry_no_mm_ratio():
   rec = cpu_vs_torch.row_record("prefill_512", {"jax": 1.0, "torch": 0.5}, ARGS,
                                 config.smollm2_135m(), CEILINGS)
   assert rec["ratio"] == pytest.approx(0.5) and "mm_ratio" not in rec
+
+
+def test_a_negative_shift_passage_count_is_a_usage_error_before_any_work(monkeypatch, capsys):
+  monkeypatch.setattr("sys.argv", ["cpu_vs_torch", "--shift_passages", "-1"])
+  with pytest.raises(SystemExit) as exit_:
+    cpu_vs_torch.main()
+  assert exit_.value.code == 2
+  assert "--shift_passages must be >= 0, got -1" in capsys.readouterr().err

@@ -47,6 +47,15 @@ def test_the_expert_wins_every_small_game(played):
     assert len(opened) == len(set(opened)), (game, seed)  # nothing is opened twice
 
 
+def _rank(search_prior, kind, receptacles):
+  """The expert's search order as a sort key: likeliest first (a type's chance, shared among the
+  room's receptacles of that type), ties in the listing's order so an order copies from it."""
+  def key(r):
+    same = sum(kind_of(x) == kind_of(r) for x in receptacles)
+    return -search_prior.probability(kind, kind_of(r)) / same, receptacles.index(r)
+  return key
+
+
 def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_sight(
     played, search_prior):
   empty = 0
@@ -59,13 +68,9 @@ def test_the_search_visits_likeliest_first_never_twice_and_stops_at_the_first_si
     places = [r for r, _ in searched]
     assert len(places) == len(set(places)), (game, seed, places)  # never a revisit
 
-    def likelihood(r):  # the type's chance, shared among the room's receptacles of that type
-      same = sum(kind_of(x) == kind_of(r) for x in receptacles)
-      return search_prior.probability(kind, kind_of(r)) / same
-
     for n, place in enumerate(places):  # each visit: the likeliest place not searched yet,
       unsearched = [r for r in receptacles if r not in places[:n]]  # first listed among ties
-      assert place == max(unsearched, key=likelihood), (game, seed, place)
+      assert place == min(unsearched, key=_rank(search_prior, kind, receptacles)), (game, place)
     # The search stops where it first sees the kind, and takes it from there at once.
     holds = [any(kind_of(i) == kind for i in items) for _, items in searched]
     assert holds[-1] and not any(holds[:-1]), (game, seed, searched)
@@ -148,11 +153,7 @@ def test_a_search_writes_its_order_then_follows_it_place_after_place(played, pla
           assert command == f"go to {places[0]}", (game, command)
           assert f"{order[2]}. I go to {places[0]} first." in message.content, (game, command)
           assert not set(places) & set(searched), (game, places)
-          def rank(r):  # likeliest first; ties in the listing's order, so copyable from it
-            chance = (search_prior.probability(kind, kind_of(r)) /
-                      sum(kind_of(x) == kind_of(r) for x in receptacles))
-            return -chance, receptacles.index(r)
-          assert places == sorted(places, key=rank), (game, places)
+          assert places == sorted(places, key=_rank(search_prior, kind, receptacles)), places
           if summary_order and summary_order[0] == kind:  # no place searched since the plan
             assert places == summary_order[1], (game, places, summary_order)
             resumed += 1
