@@ -24,6 +24,8 @@
 # refuses and then recovers (demos.dataset --slip-rate; the slips are not trained on).
 # WRONG_TAKE_RATE (0) is the chance per decision to search on that the expert first takes the
 # kind from the place without it, refused, and recovers (demos.dataset --wrong-take-rate).
+# WRONG_NEXT_RATE (0) is the chance per go to a search order's next place that the expert first
+# goes to the place it is at, refused, and recovers (demos.dataset --wrong-next-rate).
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
@@ -43,7 +45,7 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
+  WRONG_NEXT_RATE FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -119,8 +121,8 @@ stage games "${GAMES}/train/manifest.json" "${PYTHON}" -m memex_jax.envs.alfworl
 stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos.dataset --games "${GAMES}" \
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
-  --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --found-weight "${FOUND_WEIGHT:-1}" \
-  --decision-weight "${DECISION_WEIGHT:-1}"
+  --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --wrong-next-rate "${WRONG_NEXT_RATE:-0}" \
+  --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}"
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

@@ -31,6 +31,9 @@ demonstration shows); slipped turns are left out of the loss (`Demonstrator.slip
 the command the recovery turn named (results/memex_cpu/2026-12-05e). With `wrong_take_rate` it
 takes the kind it seeks from a place its turn has just restated without one, the fourteenth
 proof run's commonest refused call, after which that policy went on to claim it held the thing.
+With `wrong_next_rate` a search's next go looks up the place it is at ("Next: cabinet 1 >
+cabinet 1."), the eighteenth run's commonest wrong lookup (at the end of a type's run), and the
+recovery looks up the right one: that policy, refused, repeated the command or lost the turn.
 
 `DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
 it; `demos.alfworld` re-exports it.
@@ -75,6 +78,8 @@ class DemonstrationConfig:
     wrong_take_rate: the chance, at each decision to search on for a thing to take (hands
       empty), that the expert first takes its kind from the place that lacks it (refused by the
       engine) and then recovers.
+    wrong_next_rate: the chance, at each go that follows a written search order to its next
+      place, that the expert first goes to the place it is at (refused) and then recovers.
     found_weight: how many times the tokens of a turn that takes what a search just found weigh
       in the SFT loss (`Demonstrator.found`). Such turns are one in four of a search's
       decisions; the thirteenth proof run's policy said "no <kind>" at 4 of the 7 places whose
@@ -92,11 +97,12 @@ class DemonstrationConfig:
   prior: SearchPrior | None = None
   slip_rate: float = 0.0
   wrong_take_rate: float = 0.0
+  wrong_next_rate: float = 0.0
   found_weight: int = 1
   decision_weight: int = 1
 
   def __post_init__(self):
-    for name in ("slip_rate", "wrong_take_rate"):
+    for name in ("slip_rate", "wrong_take_rate", "wrong_next_rate"):
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
     for name in ("found_weight", "decision_weight"):
@@ -166,7 +172,7 @@ class Demonstrator:
       kinds = " and the ".join(map(kind_of, missing))
       return tool_call(f"I need the exact id of the {kinds}; it is archived under {self._read}, "
                        "so I read it back instead of searching again.", READ, index=self._read)
-    slip = self._slip(command)
+    slip = self._slip(command, working)
     if slip:
       slipped, said, self._slipped = slip
       self.slips.append(self._turns - 1)
@@ -182,7 +188,7 @@ class Demonstrator:
       reason, self._slipped = f"Nothing happened: {self._slipped} {reason}", None
     return tool_call(f"{self._holding_line()} {reason}", "execute", command=command)
 
-  def _slip(self, command: str) -> tuple[str, str, str] | None:
+  def _slip(self, command: str, working: str) -> tuple[str, str, str] | None:
     """A command the engine refuses, to play before `command` (not twice running, not after a
     read or a compression): (it, its turn's text, what the next turn notes), or None."""
     if self._read or self._slipped or not self._log:
@@ -198,6 +204,11 @@ class Demonstrator:
       return (f"take {thing} from {place}", f"{self._holding_line()} {self._seen_here()}: "
               f"{thing} is the {kind} the task needs; I take it now.",
               f"{place} holds no {kind}.")
+    if (self._config.wrong_next_rate and place and command == f"go to {self._visit}" and
+        mentions(working, f"{place} > {self._visit}") and
+        self._rng.random() < self._config.wrong_next_rate):
+      return (f"go to {place}", f"{self._holding_line()} {self._search_on(working)}Next: "
+              f"{place} > {place}.", f"I am at {place} already.")
     if (self._config.slip_rate and previous.split(" ")[0] in _SLIPPABLE and
         self._rng.random() < self._config.slip_rate):
       return previous, f"Next: {previous}.", f"{previous} was already done."
@@ -345,7 +356,7 @@ class Demonstrator:
     if verb == "open":
       return pick([f"{receptacle} is closed; I open it to look for a {kind}.",
                    f"I open {receptacle} to see whether a {kind} is inside."])
-    empty = f"{self._seen_here()}: {kind}{SEARCH_ON}. " if self._shown(working) else ""
+    empty = self._search_on(working)
     # Going on in an order the context shows, the next place is the one after the last: a
     # lookup of "<last> >" as copying does. Told only "the likeliest place that I have not
     # searched yet", the sixteenth run's policy went back to places it had been: 211 of its 301
@@ -356,6 +367,10 @@ class Demonstrator:
       return f"{empty}Next: {last} > {receptacle}."
     return (f"{empty}Places to search for a {kind}, likeliest first: "
             f"{' > '.join(self._search_order(kind))}. I go to {receptacle} first.")
+
+  def _search_on(self, working: str) -> str:
+    """The restated place and the decision to search on, while the context shows the place."""
+    return f"{self._seen_here()}: {self._searching}{SEARCH_ON}. " if self._shown(working) else ""
 
   def _shown(self, working: str) -> str | None:
     """The place `_just_visited` names, when the working context still shows what it held: a

@@ -246,6 +246,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
     json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent),
                "slip_rate": getattr(config, "slip_rate", 0.0),
                "wrong_take_rate": getattr(config, "wrong_take_rate", 0.0),
+               "wrong_next_rate": getattr(config, "wrong_next_rate", 0.0),
                "found_weight": getattr(config, "found_weight", 1),
                "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
@@ -277,6 +278,10 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--wrong-take-rate", type=float, default=0.0,
                       help="chance per decision to search on that the expert first takes the "
                       "kind from the place without it, refused, and recovers (not trained on)")
+  parser.add_argument("--wrong-next-rate", type=float, default=0.0,
+                      help="chance per go to a written search order's next place that the "
+                      "expert first goes to the place it is at, refused, and recovers (not "
+                      "trained on)")
   parser.add_argument("--found-weight", type=int, default=1,
                       help="weight in the SFT loss of a turn that takes what a search just found")
   parser.add_argument("--decision-weight", type=int, default=1,
@@ -294,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                              prompt_style=args.prompt_style,
                              max_turn_tokens=args.max_turn_tokens),
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
-      found_weight=args.found_weight, decision_weight=args.decision_weight)
+      wrong_next_rate=args.wrong_next_rate, found_weight=args.found_weight,
+      decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

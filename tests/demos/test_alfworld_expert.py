@@ -28,6 +28,16 @@ def _executed(trajectory):
   return pairs
 
 
+def _turns_and_trained(trajectory, renderer):
+  """(message, its segment's trained text) of every working message, over the episode."""
+  turns = []
+  for segment in trajectory.segments:
+    ids, mask = segment.sample.token_ids, segment.sample.loss_mask
+    trained = renderer.tokenizer.decode(ids[mask > 0].tolist())
+    turns += [(m, trained) for m in segment.messages[2:]]
+  return turns
+
+
 def _search(executed):
   """The receptacles whose contents were shown before the first take, and the take."""
   first_take = next(i for i, (c, _) in enumerate(executed) if c.startswith("take "))
@@ -215,6 +225,8 @@ def test_bad_settings_are_refused(demonstration_config):
     dataclasses.replace(demonstration_config, slip_rate=1.0)
   with pytest.raises(ValueError, match="wrong_take_rate=-0.1 must be in"):
     dataclasses.replace(demonstration_config, wrong_take_rate=-0.1)
+  with pytest.raises(ValueError, match="wrong_next_rate=1.5 must be in"):
+    dataclasses.replace(demonstration_config, wrong_next_rate=1.5)
 
 
 def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_empty_handed(
@@ -226,11 +238,7 @@ def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_emp
   wrong = 0
   for game, trajectory in played_with_wrong_takes:
     assert trajectory.metrics.success, game
-    turns = []  # (message, its segment's trained text), over the whole episode
-    for segment in trajectory.segments:
-      ids, mask = segment.sample.token_ids, segment.sample.loss_mask
-      trained = renderer.tokenizer.decode(ids[mask > 0].tolist())
-      turns += [(m, trained) for m in segment.messages[2:]]
+    turns = _turns_and_trained(trajectory, renderer)
     for at, ((turn, trained), (reply, _)) in enumerate(zip(turns, turns[1:])):
       call = turn.role == "assistant" and parse_turn(turn.content).call
       restated = call and DECISION.search(turn.content)
@@ -328,3 +336,34 @@ def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
           assert (holding and after.startswith("Nothing happened: ", holding.end()) or
                   "CompressExperience" in after)
   assert slipped >= 2
+
+
+def test_a_wrong_next_goes_where_it_is_then_the_right_lookup_follows(
+    play_small_games, renderer, demonstration_config):
+  """"Next: X > X." goes to the place the search is at: refused and not trained on; the next
+  action notes it and looks up the place after X in the order (trained on)."""
+  wrong = 0
+  for game, trajectory in play_small_games(dataclasses.replace(demonstration_config,
+                                                               wrong_next_rate=0.9)):
+    assert trajectory.metrics.success, game
+    turns = _turns_and_trained(trajectory, renderer)
+    for at, ((turn, trained), (reply, _)) in enumerate(zip(turns, turns[1:])):
+      step = turn.role == "assistant" and _NEXT.search(turn.content)
+      if not step or step[1] != step[2]:
+        continue
+      place = step[1]
+      assert parse_turn(turn.content).call.arguments["command"] == f"go to {place}"
+      assert (tool_response_body(reply.content) or "").startswith("Nothing happens"), game
+      assert turn.content.split("<tool_call>")[0] not in trained, (game, turn.content)
+      after, after_trained = next((m, t) for m, t in turns[at + 2:] if m.role == "assistant")
+      if parse_turn(after.content).call.name == COMPRESS:
+        continue
+      holding = _HOLDING.match(after.content)
+      assert after.content.startswith(f"Nothing happened: I am at {place} already. ",
+                                      holding.end()), (game, after.content)
+      right = _NEXT.search(after.content)
+      assert right[1] == place != right[2], (game, after.content)
+      assert parse_turn(after.content).call.arguments["command"] == f"go to {right[2]}"
+      assert after.content.split("<tool_call>")[0] in after_trained
+      wrong += 1
+  assert wrong >= 2
