@@ -121,6 +121,9 @@ DECISION = re.compile(rf"([a-z]+ \d+) has ([^:]*): ([a-z]+)({SEARCH_ON}\b| \d+\b
 # names whole ids (a policy's order may run on to the turn's cap).
 WRITTEN_ORDER = re.compile(r"[Pp]laces to search for a ([a-z]+), likeliest first: "
                            r"([a-z]+ \d+(?: > [a-z]+ \d+)*)")
+# How each next go of a search names its place: the place just searched, then the one after it
+# in the order ("Next: fridge 1 > countertop 3.").
+NEXT_LOOKUP = re.compile(r"Next: ([a-z]+ \d+) > ([a-z]+ \d+)\.")
 
 
 class Decision(NamedTuple):

@@ -8,7 +8,8 @@ observation it follows: whether the place held the kind, whether the restated li
 engine's exactly. The expert's own demonstrations decide right every time, except the refused
 takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`). It also counts where the
 policy went: the go-tos that return to a place it had gone to before, and the search orders it
-wrote ("likeliest first: A > B > ...") that name a place twice or one the room does not have.
+wrote ("likeliest first: A > B > ...") that name a place twice or one the room does not have,
+its next-place lookups ("Next: A > B."), and the refused commands it repeated at once.
 
   python -m memex_jax.demos.decisions \
       "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
@@ -20,9 +21,10 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable, Mapping
 
-from memex_jax.agent import parse_turn
+from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import read_records
-from memex_jax.demos.alfworld_text import WRITTEN_ORDER, seen_items, segment_decisions
+from memex_jax.demos.alfworld_text import (NEXT_LOOKUP, REFUSED, WRITTEN_ORDER, seen_items,
+                                           segment_decisions)
 from memex_jax.envs.alfworld.env import LISTING
 
 COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
@@ -48,6 +50,14 @@ def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
                for messages in record["segments"] for d in segment_decisions(messages))
 
 
+def _commands(messages: Iterable[Mapping[str, str]]) -> Iterable[str]:
+  """The `execute` commands of a segment's assistant turns, with None for the other turns."""
+  for message in messages:
+    call = parse_turn(message["content"]).call if message["role"] == "assistant" else None
+    command = call.arguments.get("command") if call and call.name == "execute" else None
+    yield command if isinstance(command, str) else None
+
+
 def count_returns(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   """go_tos: the `go to` calls of episode records; returns: those to a place the episode had
   gone to before. The expert returns only to fetch a thing seen there or to bring one back."""
@@ -55,10 +65,8 @@ def count_returns(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   for record in records:
     places = set()
     for messages in record["segments"]:
-      for message in messages:
-        call = parse_turn(message["content"]).call if message["role"] == "assistant" else None
-        command = call.arguments.get("command", "") if call and call.name == "execute" else ""
-        if isinstance(command, str) and command.startswith("go to "):
+      for command in _commands(messages):
+        if command and command.startswith("go to "):
           go_tos += 1
           returns += command in places
           places.add(command)
@@ -86,6 +94,41 @@ def count_orders(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   return {"orders": orders, "repeating": repeating, "invented": invented}
 
 
+def count_lookups(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """lookups: the "Next: A > B." of the assistant turns of episode records; shown: those whose
+  pair "A > B" an earlier message of the segment shows; to_itself: those with B the same as A,
+  a go to the place the search is at (the engine refuses it)."""
+  lookups = shown = to_itself = 0
+  for record in records:
+    for messages in record["segments"]:
+      for at, message in enumerate(messages):
+        if message["role"] != "assistant":
+          continue
+        for lookup in NEXT_LOOKUP.finditer(message["content"]):
+          lookups += 1
+          to_itself += lookup[1] == lookup[2]
+          pair = f"{lookup[1]} > {lookup[2]}"
+          shown += any(pair in m["content"] for m in messages[:at])
+  return {"lookups": lookups, "shown": shown, "to_itself": to_itself}
+
+
+def count_refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """refused: the commands of episode records the engine answered "Nothing happens."; followed:
+  those another command came after; repeated: those whose next command was the same."""
+  refused = followed = repeated = 0
+  for record in records:
+    played = []  # (command, was it refused), over the episode
+    for messages in record["segments"]:
+      replies = [tool_response_body(m["content"]) or "" for m in messages[1:]] + [""]
+      played += [(command, reply.startswith(REFUSED))
+                 for command, reply in zip(_commands(messages), replies) if command]
+    for (command, was_refused), (after, _) in zip(played, played[1:] + [(None, False)]):
+      refused += was_refused
+      followed += was_refused and after is not None
+      repeated += was_refused and after == command
+  return {"refused": refused, "followed": followed, "repeated": repeated}
+
+
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
   """One row per label: the decisions at places without the kind and with it, and the lists."""
   lines = ["| policy | places without the kind: search on / take | places with it: take / search "
@@ -100,18 +143,22 @@ def main(argv: list[str]) -> int:
   if not argv or any(arg.startswith("-") for arg in argv):
     print(__doc__, file=sys.stderr)
     return 2
-  rows, returns, orders = {}, {}, {}
+  rows, counts = {}, {}
   for arg in argv:
     label, _, path = arg.rpartition("=")
     records, label = list(read_records(path)), label or path
-    rows[label], returns[label], orders[label] = (
-        count_decisions(records), count_returns(records), count_orders(records))
+    rows[label] = count_decisions(records)
+    counts[label] = {**count_returns(records), **count_orders(records), **count_lookups(records),
+                     **count_refusals(records)}
   print(markdown_table(rows))
-  for label, c in returns.items():
+  for label, c in counts.items():
     print(f"{label}: {c['returns']} of {c['go_tos']} go-tos return to a place gone to before")
-  for label, c in orders.items():
     print(f"{label}: {c['repeating']} of {c['orders']} written search orders name a place twice, "
           f"{c['invented']} name one the room does not have")
+    print(f"{label}: {c['shown']} of {c['lookups']} next-place lookups name a pair the context "
+          f"shows, {c['to_itself']} name the place the search is at")
+    print(f"{label}: {c['repeated']} of {c['followed']} refused commands followed by another "
+          f"were repeated at once ({c['refused']} refused)")
   return 0
 
 

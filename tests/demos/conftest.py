@@ -85,6 +85,13 @@ def played_with_wrong_takes(play_small_games, demonstration_config):
   return play_small_games(dataclasses.replace(demonstration_config, wrong_take_rate=0.9))
 
 
+@pytest.fixture(scope="session")
+def played_with_wrong_nexts(play_small_games, demonstration_config):
+  """Every small game at seed 0, the expert's search going first to the place it is at at most
+  of its next-place lookups."""
+  return play_small_games(dataclasses.replace(demonstration_config, wrong_next_rate=0.9))
+
+
 @pytest.fixture
 def broken_copy(small_root, tmp_path):
   """Makes `tmp_path/broken`: a small game with its walkthrough replaced (None: removed)."""

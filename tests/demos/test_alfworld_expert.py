@@ -9,8 +9,8 @@ import pytest
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
-from memex_jax.demos.alfworld_text import (DECISION, SEARCH_ON, WRITTEN_ORDER, kind_of, mentions,
-                                          seen_items)
+from memex_jax.demos.alfworld_text import (DECISION, NEXT_LOOKUP, SEARCH_ON, WRITTEN_ORDER,
+                                          kind_of, mentions, seen_items)
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.memory import COMPRESS
 from memex_jax.rl.sample import trained_runs
@@ -123,7 +123,6 @@ def test_a_visit_is_restated_before_the_search_decides(played):
 
 TIGHT_THRESHOLD = 512
 TIGHT_THRESHOLD = 512
-_NEXT = re.compile(r"Next: ([a-z]+ \d+) > ([a-z]+ \d+)\.")
 _SUMMARY_ORDER = re.compile(r"search for a ([a-z]+) in the order ([a-z0-9 >]+)[,.]")
 
 
@@ -157,7 +156,7 @@ def test_a_search_writes_its_order_then_follows_it_place_after_place(played, pla
         if not call or call.name != "execute":
           continue
         command = call.arguments["command"]
-        order, step = WRITTEN_ORDER.search(message.content), _NEXT.search(message.content)
+        order, step = WRITTEN_ORDER.search(message.content), NEXT_LOOKUP.search(message.content)
         if order:
           kind, places = order[1], order[2].split(" > ")
           assert command == f"go to {places[0]}", (game, command)
@@ -338,17 +337,16 @@ def test_slips_are_refused_then_noted_and_left_out_of_the_loss(
   assert slipped >= 2
 
 
-def test_a_wrong_next_goes_where_it_is_then_the_right_lookup_follows(
-    play_small_games, renderer, demonstration_config):
+def test_a_wrong_next_goes_where_it_is_then_the_right_lookup_follows(played_with_wrong_nexts,
+                                                                     renderer):
   """"Next: X > X." goes to the place the search is at: refused and not trained on; the next
   action notes it and looks up the place after X in the order (trained on)."""
   wrong = 0
-  for game, trajectory in play_small_games(dataclasses.replace(demonstration_config,
-                                                               wrong_next_rate=0.9)):
+  for game, trajectory in played_with_wrong_nexts:
     assert trajectory.metrics.success, game
     turns = _turns_and_trained(trajectory, renderer)
     for at, ((turn, trained), (reply, _)) in enumerate(zip(turns, turns[1:])):
-      step = turn.role == "assistant" and _NEXT.search(turn.content)
+      step = turn.role == "assistant" and NEXT_LOOKUP.search(turn.content)
       if not step or step[1] != step[2]:
         continue
       place = step[1]
@@ -361,7 +359,7 @@ def test_a_wrong_next_goes_where_it_is_then_the_right_lookup_follows(
       holding = _HOLDING.match(after.content)
       assert after.content.startswith(f"Nothing happened: I am at {place} already. ",
                                       holding.end()), (game, after.content)
-      right = _NEXT.search(after.content)
+      right = NEXT_LOOKUP.search(after.content)
       assert right[1] == place != right[2], (game, after.content)
       assert parse_turn(after.content).call.arguments["command"] == f"go to {right[2]}"
       assert after.content.split("<tool_call>")[0] in after_trained

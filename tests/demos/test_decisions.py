@@ -44,14 +44,20 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
   c = decisions.count_decisions(records)
   r = decisions.count_returns(records)
   o = decisions.count_orders(records)
+  n = decisions.count_lookups(records)
+  f = decisions.count_refusals(records)
   assert decisions.main([f"expert, wrong takes={path}"]) == 0
-  assert capsys.readouterr().out.splitlines()[-3:] == [
+  assert capsys.readouterr().out.splitlines()[-5:] == [
       f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
       f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |",
       f"expert, wrong takes: {r['returns']} of {r['go_tos']} go-tos return to a place gone to "
       "before",
       f"expert, wrong takes: 0 of {o['orders']} written search orders name a place twice, 0 name "
-      "one the room does not have"]
+      "one the room does not have",
+      f"expert, wrong takes: {n['lookups']} of {n['lookups']} next-place lookups name a pair the "
+      "context shows, 0 name the place the search is at",
+      f"expert, wrong takes: 0 of {f['refused']} refused commands followed by another were "
+      f"repeated at once ({f['refused']} refused)"]
   assert decisions.main([]) == 2
   assert "python -m memex_jax.demos.decisions" in capsys.readouterr().err
 
@@ -85,3 +91,36 @@ def test_orders_count_the_written_ones_naming_a_place_twice_or_one_not_in_the_ro
   assert decisions.count_orders([wrote]) == {"orders": 4, "repeating": 2, "invented": 2}
   expert = decisions.count_orders(_records(played))
   assert expert["orders"] > 0 and expert["repeating"] == expert["invented"] == 0
+
+
+def _turn(text, command):
+  return {"role": "assistant", "content": tool_call(text, "execute", command=command)}
+
+
+def _reply(text):
+  return {"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}
+
+
+def test_lookups_count_the_pairs_the_context_shows_and_those_naming_where_it_is(
+    played, played_with_wrong_nexts):
+  order = _order(["drawer 2", "drawer 1", "fridge 1"])
+  walked = {"segments": [[order, _turn("Next: drawer 2 > drawer 1.", "go to drawer 1"),
+                          _turn("Next: drawer 1 > drawer 1.", "go to drawer 1"),
+                          _turn("Next: drawer 1 > sink 1.", "go to sink 1")],
+                         [_turn("Next: drawer 1 > fridge 1.", "go to fridge 1")]]}
+  assert decisions.count_lookups([walked]) == {"lookups": 4, "shown": 1, "to_itself": 1}
+  expert = decisions.count_lookups(_records(played))
+  assert expert["lookups"] == expert["shown"] > 0 == expert["to_itself"]
+  slipped = decisions.count_lookups(_records(played_with_wrong_nexts))
+  assert slipped["to_itself"] >= 2
+  assert slipped["shown"] == slipped["lookups"] - slipped["to_itself"]
+
+
+def test_refusals_count_the_commands_repeated_at_once(played_with_wrong_nexts):
+  refused, done = _reply("Nothing happens."), _reply("You arrive at sink 1.")
+  looped = {"segments": [[_go("sink 1"), refused, _go("sink 1"), refused, _go("fridge 1"), done],
+                         [_go("fridge 1"), refused, _go("fridge 1")]]}
+  # Across the segments too; the last command, with no reply, still counts as one that followed.
+  assert decisions.count_refusals([looped]) == {"refused": 3, "followed": 3, "repeated": 2}
+  expert = decisions.count_refusals(_records(played_with_wrong_nexts))
+  assert expert["refused"] == expert["followed"] >= 2 and expert["repeated"] == 0
