@@ -81,6 +81,15 @@ def finished_episodes(folder: pathlib.Path) -> dict[str, Any]:
           for key, played in evaluation_records(folder).items()}
 
 
+def stage_commands(stages: dict[str, Any]) -> dict[str, list[str]]:
+  """{command: the stages it ran}, in the order they ran; a stage recorded without its command
+  (a run from before stages kept theirs) ran under the record's."""
+  commands = {}
+  for s in stages["stages"]:
+    commands.setdefault(s.get("command") or stages.get("command"), []).append(s["name"])
+  return commands
+
+
 def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
   """Everything the report shows, read from a proof WORKDIR."""
   work = pathlib.Path(workdir)
@@ -98,6 +107,7 @@ def collect(workdir: str | pathlib.Path) -> dict[str, Any]:
   return {
       "workdir": str(work),
       "command": stages.get("command"),
+      "commands": stage_commands(stages),
       "stages": stages["stages"],
       "total_seconds": sum(s["seconds"] for s in stages["stages"]),
       "demonstrations": read_json(work / "demos" / "summary.json"),
@@ -147,7 +157,12 @@ def stage_table(report: dict[str, Any]) -> str:
 def markdown(report: dict[str, Any]) -> str:
   """table.md: the greedy evaluations per split, the demonstration set and the stage times."""
   parts = ["# Memex proof run", ""]
-  if report["command"]:
+  commands = report.get("commands") or {}
+  if len(commands) > 1:
+    parts += ["Commands (the run went on from stages done under other settings):", ""]
+    parts += [f"- {', '.join(names)}: `{command}`" for command, names in commands.items()]
+    parts.append("")
+  elif report["command"]:
     parts += [f"Command: `{report['command']}`", ""]
   for key in evaluated_keys(report):
     split, _, regime = key.partition("/")

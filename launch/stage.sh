@@ -1,7 +1,9 @@
 # `stage NAME DONE_FILE COMMAND...` for the launch scripts' timed runs: runs COMMAND unless
 # DONE_FILE exists (a rerun goes on where a stopped run left off) and records its wall time in
-# WORK/stages.json ({"command": RUN_COMMAND, "stages": [{"name", "seconds"}, ...]}, what
-# launch/proof_report.py reads), so a run cut short keeps the times of the stages it finished.
+# WORK/stages.json ({"command": RUN_COMMAND, "stages": [{"name", "seconds", "command"}, ...]},
+# what launch/proof_report.py reads), so a run cut short keeps the times of the stages it
+# finished. Each stage keeps the command that ran it: a rerun with other settings goes on from
+# the stages done before, and the report names both commands.
 # The sourcing script sets WORK, PYTHON and RUN_COMMAND.
 #
 # `caller_settings NAME...` prints NAME="value" for each NAME the caller set, so a script that
@@ -25,9 +27,11 @@ stage() {
 import json, pathlib, sys
 path, name, start, end, command = sys.argv[1:]
 p = pathlib.Path(path)
-record = json.loads(p.read_text()) if p.exists() else {"command": command, "stages": []}
+record = json.loads(p.read_text()) if p.exists() else {"stages": []}
 record["stages"] = [s for s in record["stages"] if s["name"] != name]
-record["stages"].append({"name": name, "seconds": round(float(end) - float(start), 1)})
+record["stages"].append({"name": name, "seconds": round(float(end) - float(start), 1),
+                         "command": command})
+record["command"] = command  # the latest run's
 p.write_text(json.dumps(record, indent=1))
 print(f"== {name}: {float(end) - float(start):.0f} s")
 EOF

@@ -1,6 +1,8 @@
 """The proof report reads a proof WORKDIR into one table per split, report.json and the figures."""
 
 import json
+import pathlib
+import subprocess
 
 from PIL import Image
 import pytest
@@ -200,3 +202,21 @@ def test_a_malformed_evaluation_is_named(tmp_path):
 def test_a_missing_workdir_is_named(tmp_path):
   with pytest.raises(FileNotFoundError, match="no such proof workdir"):
     proof_report.write_report(tmp_path / "typo", tmp_path / "out")
+
+
+def test_a_rerun_with_other_settings_reports_the_command_of_each_stage(tmp_path):
+  """launch/stage.sh, run by bash: the rerun skips the stage done before and records its own
+  command for the stage it runs; the report names both commands, stage by stage."""
+  work = tmp_path / "work"
+  work.mkdir()
+  script = ('source launch/stage.sh; WORK="$1"; PYTHON=python3; RUN_COMMAND="$2"; '
+            'stage first "$1/first" touch "$1/first"; stage second "$1/second" touch "$1/second"')
+  for command, then in (("A=1 run", "false"), ("A=2 run", "true")):  # stops after the first
+    script_now = script.replace('stage second', f'{then} && stage second')
+    subprocess.run(["bash", "-c", script_now, "bash", str(work), command], check=False,
+                   cwd=pathlib.Path(proof_report.__file__).parents[1])
+  stages = json.loads((work / "stages.json").read_text())
+  assert [(s["name"], s["command"]) for s in stages["stages"]] == [("first", "A=1 run"),
+                                                                   ("second", "A=2 run")]
+  text = proof_report.write_report(work, tmp_path / "out")
+  assert "- first: `A=1 run`\n- second: `A=2 run`\n" in text and "Command: `" not in text
