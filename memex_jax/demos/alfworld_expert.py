@@ -204,8 +204,8 @@ class Demonstrator:
       return (f"take {thing} from {place}", f"{self._holding_line()} {self._seen_here()}: "
               f"{thing} is the {kind} the task needs; I take it now.",
               f"{place} holds no {kind}.")
-    if (self._config.wrong_next_rate and place and command == f"go to {self._visit}" and
-        mentions(working, f"{place} > {self._visit}") and
+    if (self._config.wrong_next_rate and command == f"go to {self._visit}" and
+        self._looks_up(working, self._visit) and
         self._rng.random() < self._config.wrong_next_rate):
       return (f"go to {place}", f"{self._holding_line()} {self._search_on(working)}Next: "
               f"{place} > {place}.", f"I am at {place} already.")
@@ -362,11 +362,16 @@ class Demonstrator:
     # searched yet", the sixteenth run's policy went back to places it had been: 211 of its 301
     # go-tos on valid_unseen, against 117 of 770 in its demonstrations (where such a go-to
     # fetches a thing seen earlier or brings one back).
-    last = self._just_visited()
-    if last and mentions(working, f"{last} > {receptacle}"):  # not "... > drawer 20"
-      return f"{empty}Next: {last} > {receptacle}."
+    if self._looks_up(working, receptacle):
+      return f"{empty}Next: {self._just_visited()} > {receptacle}."
     return (f"{empty}Places to search for a {kind}, likeliest first: "
             f"{' > '.join(self._search_order(kind))}. I go to {receptacle} first.")
+
+  def _looks_up(self, working: str, receptacle: str) -> bool:
+    """Whether the go to `receptacle` is a lookup: the context shows "<place just searched> >
+    <receptacle>" (whole ids: not "... > drawer 20")."""
+    last = self._just_visited()
+    return bool(last) and mentions(working, f"{last} > {receptacle}")
 
   def _search_on(self, working: str) -> str:
     """The restated place and the decision to search on, while the context shows the place."""

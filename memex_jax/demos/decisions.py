@@ -19,7 +19,7 @@ its next-place lookups ("Next: A > B."), and the refused commands it repeated at
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import read_records
@@ -50,7 +50,7 @@ def count_decisions(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
                for messages in record["segments"] for d in segment_decisions(messages))
 
 
-def _commands(messages: Iterable[Mapping[str, str]]) -> Iterable[str]:
+def _commands(messages: Iterable[Mapping[str, str]]) -> Iterator[str | None]:
   """The `execute` commands of a segment's assistant turns, with None for the other turns."""
   for message in messages:
     call = parse_turn(message["content"]).call if message["role"] == "assistant" else None
