@@ -26,6 +26,8 @@
 # kind from the place without it, refused, and recovers (demos.dataset --wrong-take-rate).
 # WRONG_NEXT_RATE (0) is the chance per go to a search order's next place that the expert first
 # goes to the place it is at, refused, and recovers (demos.dataset --wrong-next-rate).
+# PLAN_STEPS (0) = 1 has the expert write its task plan and look each next step up in it
+# (demos.dataset --plan-steps).
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
@@ -45,7 +47,8 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  WRONG_NEXT_RATE FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE REPORT_DIR)"
+  WRONG_NEXT_RATE PLAN_STEPS FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE \
+  REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -113,6 +116,8 @@ EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config
        "${AGENT[@]}")
 GAMES="${WORK}/games"
 mkdir -p "${WORK}"
+PLAN=()
+if [ "${PLAN_STEPS:-0}" = 1 ]; then PLAN=(--plan-steps); fi
 
 RUN_COMMAND+="$0 ${WORK}"
 
@@ -122,7 +127,8 @@ stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos
   --out "${WORK}/demos" --num "${DEMOS}" --context-window "${WINDOW}" --threshold "${THRESHOLD}" \
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
   --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --wrong-next-rate "${WRONG_NEXT_RATE:-0}" \
-  --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}"
+  --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}" \
+  ${PLAN[@]+"${PLAN[@]}"}
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

@@ -23,7 +23,8 @@ import numpy as np
 
 from memex_jax.agent import ChatRenderer, EpisodeSpec, ScriptedPolicy, Trajectory, run_episodes
 from memex_jax.demos import memory_stats
-from memex_jax.demos.alfworld_expert import DemonstrationConfig, Demonstrator
+from memex_jax.demos.alfworld_config import DemonstrationConfig
+from memex_jax.demos.alfworld_expert import Demonstrator
 from memex_jax.demos.alfworld_text import (REFUSED, Decision, kind_of, seen_items,
                                            segment_decisions)
 from memex_jax.demos.errors import DemonstrationError

@@ -35,24 +35,21 @@ With `wrong_next_rate` a search's next go looks up the place it is at ("Next: ca
 cabinet 1."), the eighteenth run's commonest wrong lookup (at the end of a type's run), and the
 recovery looks up the right one: that policy, refused, repeated the command or lost the turn.
 
-`DemonstrationConfig` (SmolLM2's ALFWorld preset by default) lives here because the expert reads
-it; `demos.alfworld` re-exports it.
+Its settings are `alfworld_config.DemonstrationConfig` (re-exported by `demos.alfworld`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from typing import Sequence
 
-from memex_jax.agent import IM_END, AgentConfig, tool_response_body
-from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.agent import IM_END, tool_response_body
+from memex_jax.demos.alfworld_config import DemonstrationConfig
 from memex_jax.demos.alfworld_text import (REFUSED, SEARCH_ON, abstract, compile_walkthrough,
-                                           kind_of, listing_anchors, mentions, search_notes,
-                                           seen_items, tool_call)
+                                           kind_of, listing_anchors, mentions, plan_step,
+                                           search_notes, seen_items, tool_call)
 from memex_jax.demos.errors import DemonstrationError
-from memex_jax.demos.search_prior import SearchPrior
-from memex_jax.envs.alfworld.env import LISTING, LOOK, AlfWorldConfig, memex_harder
+from memex_jax.envs.alfworld.env import LISTING, LOOK
 from memex_jax.envs.alfworld.instructions import THING_ID
 from memex_jax.memory import COMPRESS, READ, TextTokenizer, parse_status
 
@@ -61,53 +58,6 @@ _ORDER_SHOWN = 6  # Places a written search order names.
 # Commands the engine refuses when repeated at once: already there, open, held, put down.
 _SLIPPABLE = ("go", "open", "take", "move")
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
-
-
-@dataclasses.dataclass(frozen=True)
-class DemonstrationConfig:
-  """How demonstrations are played.
-
-  Attributes:
-    agent: the agent loop's settings (the SmolLM2 preset by default).
-    env: the ALFWorld wrapper's options (Memex harder by default).
-    prior: where object types are found, estimated from the training games only
-      (`search_prior.estimate`); the expert searches the likeliest receptacles first. None:
-      every receptacle is as likely (a random search order).
-    slip_rate: the chance, at each environment action after a go, open, take or move, that
-      the expert first repeats that command (refused by the engine) and then recovers.
-    wrong_take_rate: the chance, at each decision to search on for a thing to take (hands
-      empty), that the expert first takes its kind from the place that lacks it (refused by the
-      engine) and then recovers.
-    wrong_next_rate: the chance, at each go that follows a written search order to its next
-      place, that the expert first goes to the place it is at (refused) and then recovers.
-    found_weight: how many times the tokens of a turn that takes what a search just found weigh
-      in the SFT loss (`Demonstrator.found`). Such turns are one in four of a search's
-      decisions; the thirteenth proof run's policy said "no <kind>" at 4 of the 7 places whose
-      restated list held it.
-    decision_weight: the weight of the one token that decides, after a searched place's
-      contents and the sought kind are restated, whether the kind is there (":" of "...: cloth:
-      none." or " " of "...: cloth 1 is the ..."; `weighted_decisions`). Teacher forced on
-      demonstrations of new training games, the sixteenth proof run's policy (which decided
-      first, "...: no cloth.") copied 99% of the restated tokens and said " no" at 23 of 27
-      places that held the kind (`launch.decision_probe`).
-  """
-
-  agent: AgentConfig = dataclasses.field(default_factory=smollm2_alfworld)
-  env: AlfWorldConfig = dataclasses.field(default_factory=memex_harder)
-  prior: SearchPrior | None = None
-  slip_rate: float = 0.0
-  wrong_take_rate: float = 0.0
-  wrong_next_rate: float = 0.0
-  found_weight: int = 1
-  decision_weight: int = 1
-
-  def __post_init__(self):
-    for name in ("slip_rate", "wrong_take_rate", "wrong_next_rate"):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
-    for name in ("found_weight", "decision_weight"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
 
 
 class Demonstrator:
@@ -142,6 +92,9 @@ class Demonstrator:
     self._turns = 0
     self._slipped: str | None = None  # What the next action notes of a slip's refusal.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
+    self._plan = [plan_step(op, arg) for op, arg in self._steps]
+    self._begun = -1  # The last walkthrough step whose first turn was played.
+    self._beginning: tuple[int, bool] | None = None  # (step, is a "do") whose turn is next.
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
@@ -180,9 +133,9 @@ class Demonstrator:
       return tool_call(said, "execute", command=slipped)
     self._queue.pop(0)
     self._awaiting = command
-    reason = self._reason(command, working)
+    reason = self._with_plan_step(self._reason(command, working))
     if self._read:
-      first = reason[0] if reason.startswith("I ") else reason[0].lower()
+      first = reason[0] if reason.startswith(("I ", "Step: ", "Task plan: ")) else reason[0].lower()
       reason, self._read, self._slipped = f"From {self._read}: {first}{reason[1:]}", None, None
     elif self._slipped:
       reason, self._slipped = f"Nothing happened: {self._slipped} {reason}", None
@@ -221,6 +174,9 @@ class Demonstrator:
       if self._step_at == len(self._steps):
         raise DemonstrationError("the walkthrough ended without winning")
       op, arg = self._steps[self._step_at]
+      if self._config.plan_steps and self._step_at > self._begun:
+        self._begun = self._step_at
+        self._beginning = (self._step_at, op == "do")
       if op == "do":
         self._step_at += 1
         command = THING_ID.sub(lambda m: self._renamed.get(m.group(), m.group()), arg)
@@ -348,6 +304,17 @@ class Demonstrator:
             "use": f"I turn on {ids[0]} to look at what I hold under its light.",
             }.get(verb, f"{_VERB_ING.get(verb, 'Doing')} {' with '.join(ids)}: {command}.")
 
+  def _with_plan_step(self, reason: str) -> str:
+    """`reason`, at the first turn of a walkthrough step, with the written plan (the first step)
+    or its lookup in it ("Step: <previous> > <this one>."), which a "do" step's turn is."""
+    if self._beginning is None:
+      return reason
+    (step, doing), self._beginning = self._beginning, None
+    if step == 0:
+      return f"Task plan: {' > '.join(self._plan)}. {reason}"
+    lookup = f"Step: {self._plan[step - 1]} > {self._plan[step]}."
+    return lookup if doing else f"{lookup} {reason}"
+
   def _search_reason(self, verb: str, receptacle: str, working: str) -> str:
     kind, pick = self._searching, self._rng.choice
     if verb == "examine":
@@ -429,9 +396,10 @@ class Demonstrator:
                   for op, arg in self._steps[self._step_at + bool(self._searching):]]
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
+    plan = f"Task plan: {' > '.join(self._plan)}.\n" if self._config.plan_steps else ""
     summary = (f"Done: used look (it is no longer available); {len(self._searched)} receptacles "
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
-               f".\n{self._holding_line()}\nNext: {', '.join(remaining)}.\n"
+               f".\n{self._holding_line()}\n{plan}Next: {', '.join(remaining)}.\n"
                "Exact ids are archived: read the block you need before acting on it.")
     # Counted, not named by content: notes named by the receptacles their segment visited did
     # worse in two SFT runs (results/memex_cpu/2026-12-05e): fewer compressions accepted.

@@ -30,6 +30,14 @@ def abstract(command: str) -> str:
   return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
 
 
+def plan_step(op: str, arg: str) -> str:
+  """A walkthrough step (`compile_walkthrough`) as a written plan names it, by types: a fetch by
+  the kind it finds ("find and take a cloth"), a command by `abstract` ("clean the cloth with
+  the sinkbasin"). Ids would be known before the search finds the thing, and a summary that
+  named the receptacles would leave nothing to read back."""
+  return f"find and {op} a {kind_of(arg)}" if op != "do" else abstract(arg)
+
+
 def seen_items(observation: str) -> list[str]:
   """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
   _, _, listed = observation.partition("you see ")

@@ -247,6 +247,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
                "slip_rate": getattr(config, "slip_rate", 0.0),
                "wrong_take_rate": getattr(config, "wrong_take_rate", 0.0),
                "wrong_next_rate": getattr(config, "wrong_next_rate", 0.0),
+               "plan_steps": getattr(config, "plan_steps", False),
                "found_weight": getattr(config, "found_weight", 1),
                "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
@@ -282,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help="chance per go to a written search order's next place that the "
                       "expert first goes to the place it is at, refused, and recovers (not "
                       "trained on)")
+  parser.add_argument("--plan-steps", action="store_true",
+                      help="the expert writes its task plan and looks each next step up in it")
   parser.add_argument("--found-weight", type=int, default=1,
                       help="weight in the SFT loss of a turn that takes what a search just found")
   parser.add_argument("--decision-weight", type=int, default=1,
@@ -299,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                              prompt_style=args.prompt_style,
                              max_turn_tokens=args.max_turn_tokens),
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
-      wrong_next_rate=args.wrong_next_rate, found_weight=args.found_weight,
+      wrong_next_rate=args.wrong_next_rate, plan_steps=args.plan_steps,
+      found_weight=args.found_weight,
       decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)

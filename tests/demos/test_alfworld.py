@@ -126,5 +126,3 @@ def test_a_refused_take_keeps_its_decision_out_of_the_loss(play_small_games,
       # A wrong take is at weight 0, its decision token too (not among the trained runs).
       seen["left out"] += sum(mask[p] == 0 for p in positions)
   assert seen[5] >= 1 and seen[10] >= 2 and seen["left out"] >= 2, seen
-  with pytest.raises(ValueError, match="decision_weight=0 must be >= 1"):
-    dataclasses.replace(demonstration_config, decision_weight=0)

@@ -229,7 +229,7 @@ def test_appworld_demonstrations_in_the_same_format(worlds, tmp_path):
     assert all(json.loads(line)["metrics"]["success"] for line in f)
 
 
-def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_and_slips(
+def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_plan(
     small_root, search_prior, tmp_path):
   prior = str(tmp_path / "search_prior.json")
   search_prior.save(prior)
@@ -238,11 +238,12 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_and_slips(
     dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
                       "--workers", "1", "--shards", "1", "--prior", prior,
                       "--prompt-style", "compact", "--max-turn-tokens", "300",
-                      "--slip-rate", "0.5"])
+                      "--slip-rate", "0.5", "--plan-steps"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
     summary = json.load(f)
   assert summary["agent"]["prompt_style"] == "compact"
   assert summary["slip_rate"] == 0.5 and summary["mean_refused"] >= 1
+  assert summary["plan_steps"] is True
   assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]
@@ -250,6 +251,8 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_and_slips(
   assert system == build_system_prompt(agent.tool_schemas(), agent.mode, agent.env_instructions,
                                        "compact")
   assert "- ReadExperience(index):" in system and '{"type": "function"' not in system
+  with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
+    assert "Task plan: find and " in f.read()
 
 
 def test_demonstrations_read_back_as_episode_records_that_show_prints(dataset, capsys):
