@@ -67,7 +67,8 @@ class CopilotConfig:
     max_tokens: reply budget (a short think, then the tag).
     temperature: sampling temperature in training (paper: 1.0); evaluation is greedy.
     fallback_control: R and W of a reply without a readable tag (paper: 50).
-    max_task_chars: the task text is cut to this many characters in the prompt.
+    max_task_chars: the task text is cut to this many characters in the prompt (and further,
+      by tokens, where the prompt would not leave `max_tokens` free in the sampler's window).
     static_examples: the static prompts also list the ALFWorld template's example tags (a
       small copilot then writes numbers; the paper's static prompts have none).
     reply_prefix: text forced at the start of every reply (context, not sampled). "<search>"
@@ -155,11 +156,32 @@ class Copilot:
     self.sampler, self.config = sampler, config
     self.renderer = ChatRenderer(sampler.tokenizer, assistant_prefix=config.reply_prefix)
 
+  def _prompt_ids(self, task_text: str, family: str) -> list[int]:
+    """The prompt, its task text cut (from the end, by tokens) until the prompt leaves the reply
+    budget free in the sampler's window: `max_task_chars` bounds characters, and a long
+    question of the whole MMLU suite came to 532 tokens against a 512-slot window.
+
+    Raises:
+      ValueError: (one line) the prompt without any task text leaves no room for a reply.
+    """
+    room = self.sampler.config.cache_length - self.config.max_tokens
+    tokenizer = self.sampler.tokenizer
+    ids = self.renderer.prompt_ids(copilot_messages(task_text, family, self.config))
+    while len(ids) > room and task_text:
+      task_ids = tokenizer.encode(task_text)
+      # A few ids more than the excess: decoding a cut and encoding it again can join ids.
+      task_text = tokenizer.decode(task_ids[:max(0, len(task_ids) - (len(ids) - room) - 4)])
+      ids = self.renderer.prompt_ids(copilot_messages(task_text, family, self.config))
+    if len(ids) > room:
+      raise ValueError(f"the copilot's {family} prompt takes {len(ids)} of the sampler's "
+                       f"{self.sampler.config.cache_length} slots without a task, leaving no "
+                       f"room for {self.config.max_tokens} reply tokens")
+    return ids
+
   def decide(self, task_texts: Sequence[str], families: Sequence[str],
              greedy: bool = False) -> list[Decision]:
     """One decision per task: sampled at the config's temperature, or greedy (evaluation)."""
-    prompt_ids = [self.renderer.prompt_ids(copilot_messages(t, f, self.config))
-                  for t, f in zip(task_texts, families)]
+    prompt_ids = [self._prompt_ids(t, f) for t, f in zip(task_texts, families)]
     turns = completions.complete(self.sampler, prompt_ids,
                                  [self.config.max_tokens] * len(prompt_ids),
                                  temperature=0.0 if greedy else self.config.temperature)

@@ -89,3 +89,16 @@ def test_a_reply_prefix_is_forced_context_and_part_of_the_parsed_text(harness_sa
   prefix = copilot.renderer.tokenizer.encode("<search>")
   assert list(decision.prompt_ids[-len(prefix):]) == prefix  # context, so never trained
   assert (decision.restart, decision.weight, decision.parsed) == parse_controls(decision.text)
+
+
+def test_a_task_too_long_for_the_window_is_cut_to_leave_the_reply_room(harness_sampler):
+  window = harness_sampler.config.cache_length
+  long_task = "Which of these is the heaviest? " + "a stone, a feather, " * 400  # ~2,400 ids
+  copilot = Copilot(harness_sampler, CopilotConfig(max_tokens=8, max_task_chars=100_000))
+  (decision,) = copilot.decide([long_task], [prompts.QA], greedy=True)
+  assert window - 8 - 8 <= len(decision.prompt_ids) <= window - 8  # cut near the limit only
+  assert "Which of these is the heaviest? a stone" in copilot.renderer.tokenizer.decode(
+      list(decision.prompt_ids))
+  assert 1 <= len(decision.reply_ids) <= 8
+  with pytest.raises(ValueError, match="leaving no room for 760 reply tokens"):
+    Copilot(harness_sampler, CopilotConfig(max_tokens=760)).decide(["2 + 2?"], [prompts.QA])
