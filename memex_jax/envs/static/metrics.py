@@ -30,8 +30,10 @@ from memex_jax.envs.static.sources import TaskRecord
 
 BIGBENCH_OUTPUT_REGEX = r"[^\.\?\!\;\n]+"
 HUMANEVAL_LIMITS = sandbox.SandboxLimits(wall_time_s=10.0, cpu_time_s=10)
-_LETTER_ANSWER = re.compile(r"^(?:the\s+)?(?:answer\s*(?:is)?\s*:?\s*)?\(?([A-Z])\)?(?:[.:)]|\s|$)",
-                            re.IGNORECASE)
+# "C", "(C)", "The answer is C.", "The correct answer is (C) <its text>" (Qwen2.5's usual form).
+_LETTER_ANSWER = re.compile(
+    r"^(?:the\s+)?(?:correct\s+)?(?:answer\s*(?:is)?\s*:?\s*)?\(?([A-Z])\)?(?:[.:)]|\s|$)",
+    re.IGNORECASE)
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 

@@ -64,9 +64,12 @@ def test_every_humaneval_canonical_solution_passes(humaneval):
 def test_mmlu_exact_letter_match():
   record = sources.mmlu_records()[0][0]
   wrong = next(letter for letter in "ABCD" if letter != record.answer)
-  for answer in (record.answer, f"({record.answer})", f"The answer is {record.answer}."):
+  chosen = record.metadata["choices"]["ABCD".index(record.answer)]
+  for answer in (record.answer, f"({record.answer})", f"The answer is {record.answer}.",
+                 f"The correct answer is ({record.answer}) {chosen}.\nBecause ..."):
     assert metrics.score(record, answer).passed, answer
   assert not metrics.score(record, wrong).passed
+  assert not metrics.score(record, f"The correct answer is ({wrong}) ...").passed
   assert not metrics.score(record, "I am not sure").passed
 
 
