@@ -35,6 +35,10 @@ With `wrong_next_rate` a search's next go looks up the place it is at ("Next: ca
 cabinet 1."), the eighteenth run's commonest wrong lookup (at the end of a type's run), and the
 recovery looks up the right one: that policy, refused, repeated the command or lost the turn.
 
+With `plan_steps` it writes the walkthrough's steps by types at its first step ("Task plan: find
+and take a cloth > go to the sinkbasin > ..."), again in every summary, and opens each later
+step's first turn by looking it up there ("Step: find and take a cloth > go to the sinkbasin.").
+
 Its settings are `alfworld_config.DemonstrationConfig` (re-exported by `demos.alfworld`).
 """
 
@@ -94,7 +98,7 @@ class Demonstrator:
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
     self._plan = [plan_step(op, arg) for op, arg in self._steps]
     self._begun = -1  # The last walkthrough step whose first turn was played.
-    self._beginning: tuple[int, bool] | None = None  # (step, is a "do") whose turn is next.
+    self._beginning: int | None = None  # The step whose first turn is next.
     self._key_receptacles = list(dict.fromkeys(
         t for op, arg in self._steps if op == "do" for t in THING_ID.findall(arg)[-1:]))
 
@@ -135,7 +139,7 @@ class Demonstrator:
     self._awaiting = command
     reason = self._with_plan_step(self._reason(command, working))
     if self._read:
-      first = reason[0] if reason.startswith(("I ", "Step: ", "Task plan: ")) else reason[0].lower()
+      first = reason[0] if reason.startswith(("I ", "Step: ")) else reason[0].lower()
       reason, self._read, self._slipped = f"From {self._read}: {first}{reason[1:]}", None, None
     elif self._slipped:
       reason, self._slipped = f"Nothing happened: {self._slipped} {reason}", None
@@ -175,8 +179,7 @@ class Demonstrator:
         raise DemonstrationError("the walkthrough ended without winning")
       op, arg = self._steps[self._step_at]
       if self._config.plan_steps and self._step_at > self._begun:
-        self._begun = self._step_at
-        self._beginning = (self._step_at, op == "do")
+        self._begun = self._beginning = self._step_at
       if op == "do":
         self._step_at += 1
         command = THING_ID.sub(lambda m: self._renamed.get(m.group(), m.group()), arg)
@@ -309,11 +312,15 @@ class Demonstrator:
     or its lookup in it ("Step: <previous> > <this one>."), which a "do" step's turn is."""
     if self._beginning is None:
       return reason
-    (step, doing), self._beginning = self._beginning, None
+    step, self._beginning = self._beginning, None
     if step == 0:
-      return f"Task plan: {' > '.join(self._plan)}. {reason}"
+      return f"{self._written_plan()} {reason}"
     lookup = f"Step: {self._plan[step - 1]} > {self._plan[step]}."
-    return lookup if doing else f"{lookup} {reason}"
+    return lookup if self._steps[step][0] == "do" else f"{lookup} {reason}"
+
+  def _written_plan(self) -> str:
+    """The plan as the first step's turn and every summary write it."""
+    return f"Task plan: {' > '.join(self._plan)}."
 
   def _search_reason(self, verb: str, receptacle: str, working: str) -> str:
     kind, pick = self._searching, self._rng.choice
@@ -396,7 +403,7 @@ class Demonstrator:
                   for op, arg in self._steps[self._step_at + bool(self._searching):]]
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
-    plan = f"Task plan: {' > '.join(self._plan)}.\n" if self._config.plan_steps else ""
+    plan = f"{self._written_plan()}\n" if self._config.plan_steps else ""
     summary = (f"Done: used look (it is no longer available); {len(self._searched)} receptacles "
                f"searched; found {', '.join('the ' + k for k in found) or 'nothing needed yet'}"
                f".\n{self._holding_line()}\n{plan}Next: {', '.join(remaining)}.\n"

@@ -7,6 +7,7 @@ def test_the_default_plays_clean_demonstrations():
   config = DemonstrationConfig()
   assert (config.slip_rate, config.wrong_take_rate, config.wrong_next_rate) == (0, 0, 0)
   assert (config.found_weight, config.decision_weight, config.prior) == (1, 1, None)
+  assert not config.plan_steps
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -367,24 +367,29 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
   assert not any("Task plan:" in m.content for _, _, t in played for s in t.segments
                  for m in s.messages)
   config = dataclasses.replace(demonstration_config, plan_steps=True)
-  looked_up = 0
+  looked_up = compressed = 0
   for game, trajectory in play_small_games(config):
     assert trajectory.metrics.success, game
     turns = [(m, t) for m, t in _turns_and_trained(trajectory, renderer) if m.role == "assistant"]
     plans = [_PLAN.search(m.content) for m, _ in turns]
     written = next(p[1] for p in plans if p)
-    assert all(p[1] == written for p in plans if p), game  # the summaries repeat it
+    assert all(p[1] == written for p in plans if p), game
+    compressions = [p for (m, _), p in zip(turns, plans)
+                    if parse_turn(m.content).call.name == COMPRESS]
+    assert all(compressions), game  # every summary repeats it
+    compressed += len(compressions)
     steps = written.split(" > ")
-    lookups = [(m, t, _STEP.search(m.content)) for m, t in turns if _STEP.search(m.content)]
+    lookups = [(m, t, s.groups()) for m, t in turns if (s := _STEP.search(m.content))]
     assert len(lookups) >= len(steps) - 2, (game, written)  # a "do" step may be done already
-    positions = []
-    for message, trained, (before, after) in [(m, t, s.groups()) for m, t, s in lookups]:
+    at = 0
+    for message, trained, (before, after) in lookups:
       assert f"{before} > {after}" in written, (game, message.content)
       assert message.content.split("<tool_call>")[0] in trained, game
       command = parse_turn(message.content).call.arguments["command"]
       if not after.startswith("find and "):  # "clean the cloth with the sinkbasin"
         assert abstract(command) == after, (game, message.content)
-      positions.append(steps.index(after, positions[-1] + 1 if positions else 1))
+      assert after in steps[at + 1:], (game, after, steps[at + 1:])  # in the plan's order
+      at = steps.index(after, at + 1)
     looked_up += len(lookups)
-  assert looked_up >= 8
+  assert looked_up >= 8 and compressed >= 2, (looked_up, compressed)
 
