@@ -50,7 +50,7 @@ from typing import Sequence
 from memex_jax.agent import IM_END, tool_response_body
 from memex_jax.demos.alfworld_config import DemonstrationConfig
 from memex_jax.demos.alfworld_text import (REFUSED, SEARCH_ON, abstract, compile_walkthrough,
-                                           kind_of, listing_anchors, mentions, plan_step,
+                                           kind_of, listing_anchors, mentions, plan_of,
                                            search_notes, seen_items, tool_call)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld.env import LISTING, LOOK
@@ -96,7 +96,7 @@ class Demonstrator:
     self._turns = 0
     self._slipped: str | None = None  # What the next action notes of a slip's refusal.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
-    self._plan = [plan_step(op, arg) for op, arg in self._steps]
+    self._plan = plan_of(self._steps)
     self._begun = -1  # The last walkthrough step whose first turn was played.
     self._beginning: int | None = None  # The step whose first turn is next.
     self._key_receptacles = list(dict.fromkeys(

@@ -38,6 +38,11 @@ def plan_step(op: str, arg: str) -> str:
   return f"find and {op} a {kind_of(arg)}" if op != "do" else abstract(arg)
 
 
+def plan_of(steps: Sequence[tuple[str, str]]) -> list[str]:
+  """A compiled walkthrough's steps (`compile_walkthrough`) as the written plan names them."""
+  return [plan_step(op, arg) for op, arg in steps]
+
+
 def seen_items(observation: str) -> list[str]:
   """Ids listed after 'you see' ('a knife 2, and a spoon 1.' -> ['knife 2', 'spoon 1'])."""
   _, _, listed = observation.partition("you see ")
@@ -132,6 +137,11 @@ WRITTEN_ORDER = re.compile(r"[Pp]laces to search for a ([a-z]+), likeliest first
 # How each next go of a search names its place: the place just searched, then the one after it
 # in the order ("Next: fridge 1 > countertop 3.").
 NEXT_LOOKUP = re.compile(r"Next: ([a-z]+ \d+) > ([a-z]+ \d+)\.")
+# How the expert with `plan_steps` writes the plan at its first step and in every summary
+# ("Task plan: find and take a cloth > go to the sinkbasin > ..."), and looks up each later step
+# in it ("Step: find and take a cloth > go to the sinkbasin.").
+WRITTEN_PLAN = re.compile(r"Task plan: ([^.]+)\.")
+STEP_LOOKUP = re.compile(r"Step: ([^>.]+) > ([^.]+)\.")
 
 
 class Decision(NamedTuple):

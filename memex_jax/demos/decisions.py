@@ -9,7 +9,8 @@ engine's exactly. The expert's own demonstrations decide right every time, excep
 takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`). It also counts where the
 policy went: the go-tos that return to a place it had gone to before, and the search orders it
 wrote ("likeliest first: A > B > ...") that name a place twice or one the room does not have,
-its next-place lookups ("Next: A > B."), and the refused commands it repeated at once.
+its next-place lookups ("Next: A > B."), the refused commands it repeated at once, and the plan
+it writes ("Task plan: ...", the expert's for the game or not) and its step lookups in it.
 
   python -m memex_jax.demos.decisions \
       "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
@@ -23,8 +24,11 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import read_records
-from memex_jax.demos.alfworld_text import (NEXT_LOOKUP, REFUSED, WRITTEN_ORDER, seen_items,
-                                           segment_decisions)
+from memex_jax.demos.alfworld import read_walkthrough
+from memex_jax.demos.alfworld_text import (NEXT_LOOKUP, REFUSED, STEP_LOOKUP, WRITTEN_ORDER,
+                                           WRITTEN_PLAN, abstract, compile_walkthrough, plan_of,
+                                           seen_items, segment_decisions)
+from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld.env import LISTING
 
 COUNTS = ("absent_no", "absent_take", "present_take", "present_no", "restated", "restated_exact")
@@ -129,6 +133,46 @@ def count_refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   return {"refused": refused, "followed": followed, "repeated": repeated}
 
 
+def expert_plan(record: Mapping[str, Any]) -> list[str] | None:
+  """The plan the expert writes for the record's game; None without a readable game file."""
+  try:
+    return plan_of(compile_walkthrough(read_walkthrough(record["game"])))
+  except (KeyError, OSError, ValueError, DemonstrationError):
+    return None
+
+
+def count_plans(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """episodes; planned: those whose assistant turns write a plan ("Task plan: A > B > ...", the
+  first one counts); checked: planned ones whose game file is readable; right: those of them
+  whose plan is the one the expert writes for the game; steps: the "Step: A > B." lookups of
+  the planned episodes; in_plan: those with A > B consecutive in the episode's plan; done: of
+  the lookups of a step that is a command, not a fetch, those whose call is that command."""
+  counts = dict.fromkeys(("episodes", "planned", "checked", "right", "steps", "in_plan",
+                          "command_steps", "done"), 0)
+  for record in records:
+    counts["episodes"] += 1
+    turns = [m["content"] for messages in record["segments"] for m in messages
+             if m["role"] == "assistant"]
+    written = next((p[1] for p in map(WRITTEN_PLAN.search, turns) if p), None)
+    if written is None:
+      continue
+    counts["planned"] += 1
+    game_plan = expert_plan(record)
+    counts["checked"] += game_plan is not None
+    counts["right"] += game_plan is not None and written.split(" > ") == game_plan
+    for text in turns:
+      for before, after in STEP_LOOKUP.findall(text):
+        counts["steps"] += 1
+        counts["in_plan"] += f" > {before} > {after} > " in f" > {written} > "
+        if after.startswith("find and "):
+          continue
+        call = parse_turn(text).call
+        command = call.arguments.get("command") if call and call.name == "execute" else None
+        counts["command_steps"] += 1
+        counts["done"] += isinstance(command, str) and abstract(command) == after
+  return counts
+
+
 def markdown_table(rows: Mapping[str, Mapping[str, int]]) -> str:
   """One row per label: the decisions at places without the kind and with it, and the lists."""
   lines = ["| policy | places without the kind: search on / take | places with it: take / search "
@@ -149,7 +193,7 @@ def main(argv: list[str]) -> int:
     records, label = list(read_records(path)), label or path
     rows[label] = count_decisions(records)
     counts[label] = {**count_returns(records), **count_orders(records), **count_lookups(records),
-                     **count_refusals(records)}
+                     **count_refusals(records), **count_plans(records)}
   print(markdown_table(rows))
   for label, c in counts.items():
     print(f"{label}: {c['returns']} of {c['go_tos']} go-tos return to a place gone to before")
@@ -159,6 +203,10 @@ def main(argv: list[str]) -> int:
           f"shows, {c['to_itself']} name the place the search is at")
     print(f"{label}: {c['repeated']} of {c['followed']} refused commands followed by another "
           f"were repeated at once ({c['refused']} refused)")
+    print(f"{label}: {c['planned']} of {c['episodes']} episodes write a plan, {c['right']} of the "
+          f"{c['checked']} checked against their game the expert's; {c['in_plan']} of "
+          f"{c['steps']} step lookups name consecutive steps of it, {c['done']} of "
+          f"{c['command_steps']} command steps are then done")
   return 0
 
 

@@ -9,8 +9,9 @@ import pytest
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
-from memex_jax.demos.alfworld_text import (DECISION, NEXT_LOOKUP, SEARCH_ON, WRITTEN_ORDER,
-                                          abstract, kind_of, mentions, seen_items)
+from memex_jax.demos.alfworld_text import (DECISION, NEXT_LOOKUP, SEARCH_ON, STEP_LOOKUP,
+                                          WRITTEN_ORDER, WRITTEN_PLAN, abstract, kind_of,
+                                          mentions, seen_items)
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.memory import COMPRESS
 from memex_jax.rl.sample import trained_runs
@@ -355,8 +356,6 @@ def test_a_wrong_next_goes_where_it_is_then_the_right_lookup_follows(played_with
   assert wrong >= 2
 
 
-_PLAN = re.compile(r"Task plan: ([^.]+)\.")
-_STEP = re.compile(r"Step: ([^>.]+) > ([^.]+)\.")
 
 
 def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonstration_config,
@@ -371,7 +370,7 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
   for game, trajectory in play_small_games(config):
     assert trajectory.metrics.success, game
     turns = [(m, t) for m, t in _turns_and_trained(trajectory, renderer) if m.role == "assistant"]
-    plans = [_PLAN.search(m.content) for m, _ in turns]
+    plans = [WRITTEN_PLAN.search(m.content) for m, _ in turns]
     written = next(p[1] for p in plans if p)
     assert all(p[1] == written for p in plans if p), game
     compressions = [p for (m, _), p in zip(turns, plans)
@@ -379,7 +378,7 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
     assert all(compressions), game  # every summary repeats it
     compressed += len(compressions)
     steps = written.split(" > ")
-    lookups = [(m, t, s.groups()) for m, t in turns if (s := _STEP.search(m.content))]
+    lookups = [(m, t, s.groups()) for m, t in turns if (s := STEP_LOOKUP.search(m.content))]
     assert len(lookups) >= len(steps) - 2, (game, written)  # a "do" step may be done already
     at = 0
     for message, trained, (before, after) in lookups:

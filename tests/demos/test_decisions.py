@@ -1,6 +1,8 @@
 """The decision count, on the expert's own demonstrations: right every time, except the refused
 takes it plays on purpose."""
 
+import dataclasses
+
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import trajectory_record, write_records
 from memex_jax.demos import decisions
@@ -47,7 +49,7 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
   n = decisions.count_lookups(records)
   f = decisions.count_refusals(records)
   assert decisions.main([f"expert, wrong takes={path}"]) == 0
-  assert capsys.readouterr().out.splitlines()[-5:] == [
+  assert capsys.readouterr().out.splitlines()[-6:] == [
       f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
       f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |",
       f"expert, wrong takes: {r['returns']} of {r['go_tos']} go-tos return to a place gone to "
@@ -57,7 +59,10 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
       f"expert, wrong takes: {n['lookups']} of {n['lookups']} next-place lookups name a pair the "
       "context shows, 0 name the place the search is at",
       f"expert, wrong takes: 0 of {f['refused']} refused commands followed by another were "
-      f"repeated at once ({f['refused']} refused)"]
+      f"repeated at once ({f['refused']} refused)",
+      f"expert, wrong takes: 0 of {len(records)} episodes write a plan, 0 of the 0 checked "
+      "against their game the expert's; 0 of 0 step lookups name consecutive steps of it, 0 of 0 "
+      "command steps are then done"]
   assert decisions.main([]) == 2
   assert "python -m memex_jax.demos.decisions" in capsys.readouterr().err
 
@@ -124,3 +129,36 @@ def test_refusals_count_the_commands_repeated_at_once(played_with_wrong_nexts):
   assert decisions.count_refusals([looped]) == {"refused": 3, "followed": 3, "repeated": 2}
   expert = decisions.count_refusals(_records(played_with_wrong_nexts))
   assert expert["refused"] == expert["followed"] >= 2 and expert["repeated"] == 0
+
+
+def test_plans_count_the_expert_s_plan_for_the_game_and_the_lookups_in_it(
+    play_small_games, demonstration_config, played):
+  planned = play_small_games(dataclasses.replace(demonstration_config, plan_steps=True))
+  records = [trajectory_record(trajectory, game=game) for game, trajectory in planned]
+  expert = decisions.count_plans(records)
+  assert (expert["episodes"] == expert["planned"] == expert["checked"] == expert["right"] ==
+          len(records))
+  assert expert["steps"] == expert["in_plan"] > 0
+  assert expert["command_steps"] == expert["done"] > 0
+  assert decisions.count_plans(_records(played))["planned"] == 0
+
+  # A policy's plans and lookups, on a game whose plan has a command step ("go to the sinkbasin").
+  game, steps = next((r["game"], plan) for r in records
+                     if len(plan := decisions.expert_plan(r)) >= 3
+                     and not all(s.startswith("find and ") for s in plan))
+  plan = " > ".join(steps)
+  command = next(s for s in steps if not s.startswith("find and "))
+  wrong_plan = " > ".join(steps[:1] + steps[2:])
+  policy = [
+      {"game": game, "segments": [[_turn(f"Task plan: {plan}.", "look")],
+                                  [_turn(f"Step: {steps[0]} > {steps[1]}.", "look"),
+                                   _turn(f"Step: {steps[0]} > {steps[2]}.", "look")]]},
+      {"game": game, "segments": [[_turn(f"Task plan: {wrong_plan}.", "look"),
+                                   _turn(f"Step: {steps[0]} > {command}.", "inventory")]]},
+      {"game": "/no/such/game", "segments": [[_turn(f"Task plan: {plan}.", "look")]]},
+      {"game": game, "segments": [[_turn("I look around.", "look")]]}]
+  counted = decisions.count_plans(policy)
+  assert counted == {"episodes": 4, "planned": 3, "checked": 2, "right": 1, "steps": 3,
+                     "in_plan": 1 + (f"{steps[0]} > {command}" in wrong_plan),
+                     "command_steps": 1 + (not steps[1].startswith("find and ")) +
+                     (not steps[2].startswith("find and ")), "done": 0}
