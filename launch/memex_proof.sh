@@ -27,7 +27,8 @@
 # WRONG_NEXT_RATE (0) is the chance per go to a search order's next place that the expert first
 # goes to the place it is at, refused, and recovers (demos.dataset --wrong-next-rate).
 # PLAN_STEPS (0) = 1 has the expert write its task plan and look each next step up in it
-# (demos.dataset --plan-steps).
+# (demos.dataset --plan-steps); PLAN_WEIGHT (1) weighs, in the SFT loss, the turn that first
+# writes it (demos.dataset --plan-weight).
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
@@ -47,8 +48,8 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  WRONG_NEXT_RATE PLAN_STEPS FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS MATMUL_DTYPE \
-  REPORT_DIR)"
+  WRONG_NEXT_RATE PLAN_STEPS PLAN_WEIGHT FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS \
+  MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
 REPORT_DIR="${REPORT_DIR:-results/memex_${SCALE}}"
@@ -128,6 +129,7 @@ stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
   --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --wrong-next-rate "${WRONG_NEXT_RATE:-0}" \
   --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}" \
+  --plan-weight "${PLAN_WEIGHT:-1}" \
   ${PLAN[@]+"${PLAN[@]}"}
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \

@@ -118,6 +118,7 @@ def make_demonstration(game_path: str, renderer: ChatRenderer,
     raise DemonstrationError(f"{game_path}: the demonstration ended with "
                              f"{trajectory.metrics.finish_reason} {trajectory.error}".rstrip())
   weights = {turn: config.found_weight for turn in demonstrator.found}
+  weights |= {turn: max(config.plan_weight, weights.get(turn, 1)) for turn in demonstrator.planned}
   weighted = weighted_decisions(trajectory, config.decision_weight, renderer.tokenizer)
   return weighted_turns(weighted, {**weights, **{turn: 0 for turn in demonstrator.slips}})
 

@@ -93,6 +93,7 @@ class Demonstrator:
     self._segment = 0
     self.slips: list[int] = []  # The turns (from 0, over the episode) that slipped.
     self.found: list[int] = []  # The turns that take what a search just found.
+    self.planned: list[int] = []  # The turn that first writes the task plan (plan_steps).
     self._turns = 0
     self._slipped: str | None = None  # What the next action notes of a slip's refusal.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
@@ -314,6 +315,7 @@ class Demonstrator:
       return reason
     step, self._beginning = self._beginning, None
     if step == 0:
+      self.planned.append(self._turns - 1)
       return f"{self._written_plan()} {reason}"
     lookup = f"Step: {self._plan[step - 1]} > {self._plan[step]}."
     return lookup if self._steps[step][0] == "do" else f"{lookup} {reason}"

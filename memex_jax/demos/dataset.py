@@ -249,6 +249,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
                "wrong_next_rate": getattr(config, "wrong_next_rate", 0.0),
                "plan_steps": getattr(config, "plan_steps", False),
                "found_weight": getattr(config, "found_weight", 1),
+               "plan_weight": getattr(config, "plan_weight", 1),
                "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
   return summary
@@ -287,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help="the expert writes its task plan and looks each next step up in it")
   parser.add_argument("--found-weight", type=int, default=1,
                       help="weight in the SFT loss of a turn that takes what a search just found")
+  parser.add_argument("--plan-weight", type=int, default=1,
+                      help="weight in the SFT loss of the turn that first writes the task plan "
+                      "(with --plan-steps)")
   parser.add_argument("--decision-weight", type=int, default=1,
                       help="weight in the SFT loss of the token that decides, after a searched "
                       "place's contents are restated, whether the kind is there")
@@ -303,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              max_turn_tokens=args.max_turn_tokens),
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
       wrong_next_rate=args.wrong_next_rate, plan_steps=args.plan_steps,
-      found_weight=args.found_weight,
+      found_weight=args.found_weight, plan_weight=args.plan_weight,
       decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games)

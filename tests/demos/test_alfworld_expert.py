@@ -272,6 +272,21 @@ def test_found_turns_weigh_found_weight_in_the_loss(play_small_games, demonstrat
   assert weighed >= 2
 
 
+def test_the_turn_that_first_writes_the_plan_weighs_plan_weight(play_small_games,
+                                                               demonstration_config):
+  config = dataclasses.replace(demonstration_config, plan_steps=True, plan_weight=3)
+  for game, trajectory in play_small_games(config):
+    weighed = []
+    for segment in trajectory.segments:
+      mask = segment.sample.loss_mask
+      turns = [m.content for m in segment.messages if m.role == "assistant"]
+      weights = [int(mask[run].max()) for run in trained_runs(mask)]
+      assert [int(mask[run].min()) for run in trained_runs(mask)] == weights
+      weighed += [turn for turn, weight in zip(turns, weights) if weight == 3]
+    assert len(weighed) == 1, game  # one turn: the first step's; the summaries repeat it at 1
+    assert WRITTEN_PLAN.search(weighed[0]) and parse_turn(weighed[0]).call.name != COMPRESS
+
+
 def test_stats_count_the_empty_places_before_the_first_sight(played):
   for _, _, trajectory in played:
     searched, _ = _search(_executed(trajectory))

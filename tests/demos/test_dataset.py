@@ -238,12 +238,12 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
     dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
                       "--workers", "1", "--shards", "1", "--prior", prior,
                       "--prompt-style", "compact", "--max-turn-tokens", "300",
-                      "--slip-rate", "0.5", "--plan-steps"])
+                      "--slip-rate", "0.5", "--plan-steps", "--plan-weight", "3"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
     summary = json.load(f)
   assert summary["agent"]["prompt_style"] == "compact"
   assert summary["slip_rate"] == 0.5 and summary["mean_refused"] >= 1
-  assert summary["plan_steps"] is True
+  assert summary["plan_steps"] is True and summary["plan_weight"] == 3
   assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]
@@ -252,7 +252,9 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
                                        "compact")
   assert "- ReadExperience(index):" in system and '{"type": "function"' not in system
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
-    assert "Task plan: find and " in f.read()
+    first = json.loads(f.readline())
+  assert any("Task plan: find and " in m["content"] for m in first["messages"])
+  assert max(first["loss_mask"]) == 3  # the plan's turn; every other trained token weighs 1
 
 
 def test_demonstrations_read_back_as_episode_records_that_show_prints(dataset, capsys):
