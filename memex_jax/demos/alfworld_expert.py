@@ -401,8 +401,7 @@ class Demonstrator:
       kind, op = self._searching, self._steps[self._step_at][0]
       remaining.append(f"{op} the {kind} I found" if self._untaken(kind) else
                        f"search for a {kind} in the order {' > '.join(self._search_order(kind))}")
-    remaining += [f"find and {op} a {kind_of(arg)}" if op != "do" else abstract(arg)
-                  for op, arg in self._steps[self._step_at + bool(self._searching):]]
+    remaining += plan_of(self._steps[self._step_at + bool(self._searching):])
     if len(remaining) > _PLAN_SHOWN:
       remaining = remaining[:_PLAN_SHOWN] + [f"{len(remaining) - _PLAN_SHOWN} more steps"]
     plan = f"{self._written_plan()}\n" if self._config.plan_steps else ""

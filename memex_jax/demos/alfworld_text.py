@@ -30,12 +30,15 @@ def abstract(command: str) -> str:
   return THING_ID.sub(lambda m: "the " + kind_of(m.group()), command)
 
 
+FETCH = "find and "  # How a plan step that fetches a thing starts ("find and take a cloth").
+
+
 def plan_step(op: str, arg: str) -> str:
   """A walkthrough step (`compile_walkthrough`) as a written plan names it, by types: a fetch by
   the kind it finds ("find and take a cloth"), a command by `abstract` ("clean the cloth with
   the sinkbasin"). Ids would be known before the search finds the thing, and a summary that
   named the receptacles would leave nothing to read back."""
-  return f"find and {op} a {kind_of(arg)}" if op != "do" else abstract(arg)
+  return f"{FETCH}{op} a {kind_of(arg)}" if op != "do" else abstract(arg)
 
 
 def plan_of(steps: Sequence[tuple[str, str]]) -> list[str]:

@@ -25,9 +25,10 @@ from typing import Any, Iterable, Iterator, Mapping
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import read_records
 from memex_jax.demos.alfworld import read_walkthrough
-from memex_jax.demos.alfworld_text import (NEXT_LOOKUP, REFUSED, STEP_LOOKUP, WRITTEN_ORDER,
-                                           WRITTEN_PLAN, abstract, compile_walkthrough, plan_of,
-                                           seen_items, segment_decisions)
+from memex_jax.demos.alfworld_text import (FETCH, NEXT_LOOKUP, REFUSED, STEP_LOOKUP,
+                                           WRITTEN_ORDER, WRITTEN_PLAN, abstract,
+                                           compile_walkthrough, plan_of, seen_items,
+                                           segment_decisions)
 from memex_jax.demos.errors import DemonstrationError
 from memex_jax.envs.alfworld.env import LISTING
 
@@ -161,15 +162,16 @@ def count_plans(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     counts["checked"] += game_plan is not None
     counts["right"] += game_plan is not None and written.split(" > ") == game_plan
     for text in turns:
-      for before, after in STEP_LOOKUP.findall(text):
-        counts["steps"] += 1
-        counts["in_plan"] += f" > {before} > {after} > " in f" > {written} > "
-        if after.startswith("find and "):
-          continue
+      lookups = STEP_LOOKUP.findall(text)
+      counts["steps"] += len(lookups)
+      counts["in_plan"] += sum(f" > {a} > {b} > " in f" > {written} > " for a, b in lookups)
+      commanded = [b for _, b in lookups if not b.startswith(FETCH)]
+      if commanded:
         call = parse_turn(text).call
         command = call.arguments.get("command") if call and call.name == "execute" else None
-        counts["command_steps"] += 1
-        counts["done"] += isinstance(command, str) and abstract(command) == after
+        counts["command_steps"] += len(commanded)
+        counts["done"] += sum(isinstance(command, str) and abstract(command) == b
+                              for b in commanded)
   return counts
 
 

@@ -9,9 +9,9 @@ import pytest
 from memex_jax import demos
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.presets import smollm2_alfworld
-from memex_jax.demos.alfworld_text import (DECISION, NEXT_LOOKUP, SEARCH_ON, STEP_LOOKUP,
-                                          WRITTEN_ORDER, WRITTEN_PLAN, abstract, kind_of,
-                                          mentions, seen_items)
+from memex_jax.demos.alfworld_text import (DECISION, FETCH, NEXT_LOOKUP, SEARCH_ON,
+                                          STEP_LOOKUP, WRITTEN_ORDER, WRITTEN_PLAN, abstract,
+                                          kind_of, mentions, seen_items)
 from memex_jax.envs.alfworld.env import LISTING
 from memex_jax.memory import COMPRESS
 from memex_jax.rl.sample import trained_runs
@@ -254,21 +254,29 @@ def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_emp
   assert wrong >= 2
 
 
+def _turn_weights(trajectory):
+  """(assistant turn, its weight in the loss) over an episode's segments; every trained token of
+  a turn weighs the same."""
+  weighed = []
+  for segment in trajectory.segments:
+    mask, runs = segment.sample.loss_mask, trained_runs(segment.sample.loss_mask)
+    turns = [m.content for m in segment.messages if m.role == "assistant"]
+    weights = [int(mask[run].max()) for run in runs]
+    assert [int(mask[run].min()) for run in runs] == weights
+    assert len(weights) == len(turns)
+    weighed += zip(turns, weights)
+  return weighed
+
+
 def test_found_turns_weigh_found_weight_in_the_loss(play_small_games, demonstration_config):
   weighed = 0
   for game, trajectory in play_small_games(
       dataclasses.replace(demonstration_config, found_weight=3)):
-    for segment in trajectory.segments:
-      mask = segment.sample.loss_mask
-      turns = [m.content for m in segment.messages if m.role == "assistant"]
-      weights = [int(mask[run].max()) for run in trained_runs(mask)]
-      assert [int(mask[run].min()) for run in trained_runs(mask)] == weights
-      assert len(weights) == len(turns)
-      for turn, weight in zip(turns, weights):  # the take of what a search just found, only
-        holding = _HOLDING.match(turn)
-        restated = holding and DECISION.search(turn, holding.end())  # after "From <index>: "
-        assert weight == (3 if restated and restated[4] != SEARCH_ON else 1), (game, turn)
-        weighed += weight == 3
+    for turn, weight in _turn_weights(trajectory):  # the take of what a search just found, only
+      holding = _HOLDING.match(turn)
+      restated = holding and DECISION.search(turn, holding.end())  # after "From <index>: "
+      assert weight == (3 if restated and restated[4] != SEARCH_ON else 1), (game, turn)
+      weighed += weight == 3
   assert weighed >= 2
 
 
@@ -276,13 +284,7 @@ def test_the_turn_that_first_writes_the_plan_weighs_plan_weight(play_small_games
                                                                demonstration_config):
   config = dataclasses.replace(demonstration_config, plan_steps=True, plan_weight=3)
   for game, trajectory in play_small_games(config):
-    weighed = []
-    for segment in trajectory.segments:
-      mask = segment.sample.loss_mask
-      turns = [m.content for m in segment.messages if m.role == "assistant"]
-      weights = [int(mask[run].max()) for run in trained_runs(mask)]
-      assert [int(mask[run].min()) for run in trained_runs(mask)] == weights
-      weighed += [turn for turn, weight in zip(turns, weights) if weight == 3]
+    weighed = [turn for turn, weight in _turn_weights(trajectory) if weight == 3]
     assert len(weighed) == 1, game  # one turn: the first step's; the summaries repeat it at 1
     assert WRITTEN_PLAN.search(weighed[0]) and parse_turn(weighed[0]).call.name != COMPRESS
 
@@ -400,7 +402,7 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
       assert f"{before} > {after}" in written, (game, message.content)
       assert message.content.split("<tool_call>")[0] in trained, game
       command = parse_turn(message.content).call.arguments["command"]
-      if not after.startswith("find and "):  # "clean the cloth with the sinkbasin"
+      if not after.startswith(FETCH):  # "clean the cloth with the sinkbasin"
         assert abstract(command) == after, (game, message.content)
       assert after in steps[at + 1:], (game, after, steps[at + 1:])  # in the plan's order
       at = steps.index(after, at + 1)

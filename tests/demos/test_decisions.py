@@ -6,7 +6,7 @@ import dataclasses
 from memex_jax.agent import parse_turn, tool_response_body
 from memex_jax.agent.records import trajectory_record, write_records
 from memex_jax.demos import decisions
-from memex_jax.demos.alfworld_text import tool_call
+from memex_jax.demos.alfworld_text import FETCH, tool_call
 
 
 def _records(played):
@@ -145,9 +145,9 @@ def test_plans_count_the_expert_s_plan_for_the_game_and_the_lookups_in_it(
   # A policy's plans and lookups, on a game whose plan has a command step ("go to the sinkbasin").
   game, steps = next((r["game"], plan) for r in records
                      if len(plan := decisions.expert_plan(r)) >= 3
-                     and not all(s.startswith("find and ") for s in plan))
+                     and not all(s.startswith(FETCH) for s in plan))
   plan = " > ".join(steps)
-  command = next(s for s in steps if not s.startswith("find and "))
+  command = next(s for s in steps if not s.startswith(FETCH))
   wrong_plan = " > ".join(steps[:1] + steps[2:])
   policy = [
       {"game": game, "segments": [[_turn(f"Task plan: {plan}.", "look")],
@@ -160,5 +160,5 @@ def test_plans_count_the_expert_s_plan_for_the_game_and_the_lookups_in_it(
   counted = decisions.count_plans(policy)
   assert counted == {"episodes": 4, "planned": 3, "checked": 2, "right": 1, "steps": 3,
                      "in_plan": 1 + (f"{steps[0]} > {command}" in wrong_plan),
-                     "command_steps": 1 + (not steps[1].startswith("find and ")) +
-                     (not steps[2].startswith("find and ")), "done": 0}
+                     "command_steps": 1 + (not steps[1].startswith(FETCH)) +
+                     (not steps[2].startswith(FETCH)), "done": 0}
