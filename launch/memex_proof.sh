@@ -28,7 +28,10 @@
 # goes to the place it is at, refused, and recovers (demos.dataset --wrong-next-rate).
 # PLAN_STEPS (0) = 1 has the expert write its task plan and look each next step up in it
 # (demos.dataset --plan-steps); PLAN_WEIGHT (1) weighs, in the SFT loss, the turn that first
-# writes it (demos.dataset --plan-weight).
+# writes it (demos.dataset --plan-weight); PLAN_OPENINGS (0) more train games, after the DEMOS
+# demonstrated ones (so TRAIN_GAMES >= DEMOS + PLAN_OPENINGS gives each its own game), add only
+# their opening: the look and the turn that writes the plan (demos.dataset --plan-openings);
+# RESTATE_TASK (0) = 1 has that turn copy the task's words first (demos.dataset --restate-task).
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
@@ -48,7 +51,8 @@ SCALE="${SCALE:-gpu}"
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
   COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  WRONG_NEXT_RATE PLAN_STEPS PLAN_WEIGHT FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS \
+  WRONG_NEXT_RATE PLAN_STEPS PLAN_WEIGHT PLAN_OPENINGS RESTATE_TASK \
+  FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS \
   MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
@@ -119,6 +123,7 @@ GAMES="${WORK}/games"
 mkdir -p "${WORK}"
 PLAN=()
 if [ "${PLAN_STEPS:-0}" = 1 ]; then PLAN=(--plan-steps); fi
+if [ "${RESTATE_TASK:-0}" = 1 ]; then PLAN+=(--restate-task); fi
 
 RUN_COMMAND+="$0 ${WORK}"
 
@@ -129,7 +134,7 @@ stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos
   --prompt-style "${PROMPT}" --max-turn-tokens "${TURN_TOKENS}" --slip-rate "${SLIP_RATE:-0}" \
   --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --wrong-next-rate "${WRONG_NEXT_RATE:-0}" \
   --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}" \
-  --plan-weight "${PLAN_WEIGHT:-1}" \
+  --plan-weight "${PLAN_WEIGHT:-1}" --plan-openings "${PLAN_OPENINGS:-0}" \
   ${PLAN[@]+"${PLAN[@]}"}
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \

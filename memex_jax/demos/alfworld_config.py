@@ -44,6 +44,12 @@ class DemonstrationConfig:
       `plan_steps`) weigh in the SFT loss. The plan is written once per demonstration; the
       twenty-first proof run's policy wrote the expert's plan for 35 of its own 128 train games
       (none of the cool or pick-two ones) after less than one epoch.
+    restate_task: whether the turn that writes the plan (with `plan_steps`) first copies the
+      task's words ("Task: cool some bowl and put it in microwave. Task plan: ..."). Teacher
+      forced on its own demonstrations, the twenty-second proof run's policy gave " fridge" after
+      a cool task's "go to the" 0.13-0.21 and preferred the microwave or the sink, and " >" after
+      a pick-two plan's first move 0.13-0.23: the plan did not follow the task message ~300
+      tokens back. Copied, the task's verb and count sit just before the plan.
     decision_weight: the weight of the one token that decides, after a searched place's
       contents and the sought kind are restated, whether the kind is there (":" of "...: cloth:
       none." or " " of "...: cloth 1 is the ..."; `weighted_decisions`). Teacher forced on
@@ -61,6 +67,7 @@ class DemonstrationConfig:
   plan_steps: bool = False
   found_weight: int = 1
   plan_weight: int = 1
+  restate_task: bool = False
   decision_weight: int = 1
 
   def __post_init__(self):

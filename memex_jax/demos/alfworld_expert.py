@@ -38,6 +38,8 @@ recovery looks up the right one: that policy, refused, repeated the command or l
 With `plan_steps` it writes the walkthrough's steps by types at its first step ("Task plan: find
 and take a cloth > go to the sinkbasin > ..."), again in every summary, and opens each later
 step's first turn by looking it up there ("Step: find and take a cloth > go to the sinkbasin.").
+With `restate_task` too, the plan follows the task's words, copied ("Task: clean some cloth and
+put it in toilet. Task plan: ...").
 
 Its settings are `alfworld_config.DemonstrationConfig` (re-exported by `demos.alfworld`).
 """
@@ -94,6 +96,7 @@ class Demonstrator:
     self.slips: list[int] = []  # The turns (from 0, over the episode) that slipped.
     self.found: list[int] = []  # The turns that take what a search just found.
     self.planned: list[int] = []  # The turn that first writes the task plan (plan_steps).
+    self._task = ""  # The task message's words (restate_task).
     self._turns = 0
     self._slipped: str | None = None  # What the next action notes of a slip's refusal.
     self._needed_kinds = list(dict.fromkeys(kind_of(arg) for op, arg in self._steps if op != "do"))
@@ -105,7 +108,8 @@ class Demonstrator:
 
   def __call__(self, context: str) -> str:
     self._turns += 1
-    working = context.split(IM_END, 2)[2]
+    _, task, working = context.split(IM_END, 2)
+    self._task = self._task or task.split("\n", 2)[-1].strip().rstrip(".")
     latest = tool_response_body(working) or ""
     if self._expected and not latest.startswith(self._expected[1]):
       raise DemonstrationError(f"{self._expected[0]} got an unexpected reply (wanted "
@@ -316,7 +320,8 @@ class Demonstrator:
     step, self._beginning = self._beginning, None
     if step == 0:
       self.planned.append(self._turns - 1)
-      return f"{self._written_plan()} {reason}"
+      task = f"Task: {self._task}. " if self._config.restate_task else ""
+      return f"{task}{self._written_plan()} {reason}"
     lookup = f"Step: {self._plan[step - 1]} > {self._plan[step]}."
     return lookup if self._steps[step][0] == "do" else f"{lookup} {reason}"
 

@@ -97,8 +97,9 @@ def iter_sft_examples(path: str, keep_demo: Callable[[int], bool] | None = None,
 
 
 def demonstration_records(folder: str) -> list[dict[str, Any]]:
-  """The demonstrations of a dataset folder as episode records (`agent.records`' form: game,
-  trajectory_id, task, metrics, segments as message lists), in the order written."""
+  """The whole demonstrations of a dataset folder (not the openings) as episode records
+  (`agent.records`' form: game, trajectory_id, task, metrics, segments as message lists), in
+  the order written."""
   messages: dict[int, dict[int, list[dict[str, str]]]] = collections.defaultdict(dict)
   for shard in _segment_shards(folder):
     with open(shard) as f:
@@ -109,6 +110,8 @@ def demonstration_records(folder: str) -> list[dict[str, Any]]:
   with open(os.path.join(folder, TRAJECTORIES)) as f:
     for line in f:
       demo = json.loads(line)
+      if demo.get("opening"):
+        continue
       segments = messages.get(demo["demo"], {})
       out.append({"game": demo["game"], "trajectory_id": demo["demo"], "task": demo["task_text"],
                   "metrics": demo["metrics"], "segments": [segments[i] for i in sorted(segments)]})
@@ -125,11 +128,13 @@ def _new_worker(family: str, config: Any) -> dict[str, Any]:
               task_type=expert.task_type)
 
 
-def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int]) -> dict[str, Any]:
-  demo, root, game, seed = job
-  record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed}
+def _demonstrate(worker: dict[str, Any], job: tuple[int, str, str, int, bool]) -> dict[str, Any]:
+  demo, root, game, seed, opening = job
+  record = {"demo": demo, "game": os.path.relpath(game, root) if root else game, "seed": seed,
+            "opening": opening}
   try:
-    trajectory = worker["demonstrate"](game, seed)
+    trajectory = (worker["demonstrate"](game, seed, True) if opening else
+                  worker["demonstrate"](game, seed))
     task_type = worker["task_type"](game)
   except (DemonstrationError, ValueError, FileNotFoundError) as e:
     return {**record, "error": str(e)}
@@ -151,19 +156,26 @@ def _init_pool_worker(family: str, config: Any) -> None:
   _POOL_WORKER.update(_new_worker(family, config))
 
 
-def _demonstrate_in_pool(job: tuple[int, str, str, int]) -> dict[str, Any]:
+def _demonstrate_in_pool(job: tuple[int, str, str, int, bool]) -> dict[str, Any]:
   return _demonstrate(_POOL_WORKER, job)
 
 
 def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
-  """Dataset totals and the two shares that matter for teaching memory use."""
+  """Dataset totals and the two shares that matter for teaching memory use (of the whole
+  demonstrations; openings are counted apart)."""
+  openings = [r for r in done if r["opening"]]
+  done = [r for r in done if not r["opening"]]
   def mean(values):
     return float(np.mean(values)) if done else 0.0
   stats = [r["stats"] for r in done]
   metrics = [r["metrics"] for r in done]
   return {
-      "demonstrations": len(done), "failed": len(failed),
-      "failures": [{"game": r["game"], "error": r["error"]} for r in failed],
+      "demonstrations": len(done), "failed": sum(not r["opening"] for r in failed),
+      "openings": len(openings), "failed_openings": sum(r["opening"] for r in failed),
+      "opening_segments": sum(r["metrics"]["num_segments"] for r in openings),
+      "opening_tokens": sum(r["metrics"]["total_tokens"] for r in openings),
+      "failures": [{"game": r["game"], "error": r["error"], "opening": r["opening"]}
+                   for r in failed],
       "share_crossing_threshold": mean([s["crossed_threshold"] for s in stats]),
       "share_with_used_read": mean([s["reads_used"] > 0 for s in stats]),
       "share_with_anchor_and_explicit_blocks": mean(
@@ -186,8 +198,13 @@ def _summarize(done: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict
 def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: int,
                          workers: int = 1, shards: int = 4, config: Any = None,
                          games_root: str | None = None, progress: bool = True,
-                         family: str = "alfworld") -> dict[str, Any]:
+                         family: str = "alfworld", openings: int = 0) -> dict[str, Any]:
   """Demonstrates `num` tasks of a family (seeded order, cycling) into `out`; returns the summary.
+
+  Then `openings` more games of that order (the ones after the demonstrated games, where there
+  are enough) give only their opening (`alfworld.make_opening`: the look and the turn that
+  writes the task plan), written as demonstrations numbered from `num` and flagged "opening"
+  in trajectories.jsonl.
 
   Writes `segments-XXXXX-of-YYYYY.jsonl` (one segment per line: demo, game, seed,
   segment_index, token_ids, loss_mask, messages), `trajectories.jsonl` (per demonstration:
@@ -206,19 +223,24 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
     games_root: game ids are paths relative to it (default: the paths as given).
     progress: show a progress bar.
     family: 'alfworld' or 'appworld': whose expert plays (`demos.<family>`).
+    openings: games that give only their opening (ALFWorld with plan_steps).
   """
-  if not game_folders or num < 1 or shards < 1 or workers < 1:
-    raise ValueError(f"need games, num >= 1, shards >= 1 and workers >= 1 (got "
-                     f"{len(game_folders)} games, {num}, {shards}, {workers})")
+  if not game_folders or num < 1 or shards < 1 or workers < 1 or openings < 0:
+    raise ValueError(f"need games, num >= 1, shards >= 1, workers >= 1 and openings >= 0 (got "
+                     f"{len(game_folders)} games, {num}, {shards}, {workers}, {openings})")
+  if openings and family != "alfworld":
+    raise ValueError(f"openings teach ALFWorld's task plan; the {family} expert writes none")
   order = sorted(game_folders)
   random.Random(f"demo-order-{seed}").shuffle(order)
-  jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i) for i in range(num)]
+  jobs = [(i, games_root or "", order[i % len(order)], seed * 1_000_003 + i, i >= num)
+          for i in range(num + openings)]
   if config is None:
     config = importlib.import_module(f"memex_jax.demos.{family}").DemonstrationConfig()
   os.makedirs(out, exist_ok=True)
   if getattr(config, "prior", None):
     config.prior.save(os.path.join(out, SEARCH_PRIOR))
-  bar = functools.partial(tqdm.tqdm, total=num, desc="demonstrations", disable=not progress)
+  bar = functools.partial(tqdm.tqdm, total=len(jobs), desc="demonstrations",
+                          disable=not progress)
   done, failed = [], []
   with contextlib.ExitStack() as stack:
     if workers == 1:  # In this process: its one engine serves every demonstration.
@@ -250,6 +272,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
                "plan_steps": getattr(config, "plan_steps", False),
                "found_weight": getattr(config, "found_weight", 1),
                "plan_weight": getattr(config, "plan_weight", 1),
+               "restate_task": getattr(config, "restate_task", False),
                "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
   return summary
@@ -291,12 +314,20 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--plan-weight", type=int, default=1,
                       help="weight in the SFT loss of the turn that first writes the task plan "
                       "(with --plan-steps)")
+  parser.add_argument("--restate-task", action="store_true",
+                      help="the turn that writes the task plan first copies the task's words "
+                      "(with --plan-steps)")
+  parser.add_argument("--plan-openings", type=int, default=0,
+                      help="games after the demonstrated ones that give only their opening: the "
+                      "look and the turn that writes the task plan (with --plan-steps)")
   parser.add_argument("--decision-weight", type=int, default=1,
                       help="weight in the SFT loss of the token that decides, after a searched "
                       "place's contents are restated, whether the kind is there")
   parser.add_argument("--prior", help="a saved search prior (search_prior.json) estimated from "
                       "training games; default: estimated from the --split games")
   args = parser.parse_args(argv)
+  if (args.plan_openings or args.restate_task) and not args.plan_steps:
+    parser.error("--plan-openings and --restate-task go with the task plan: --plan-steps")
   game_folders = games.find_games(args.games, args.split)
   # The expert's search order comes from training games: a saved prior, or the games played.
   prior = (search_prior.SearchPrior.load(args.prior) if args.prior else
@@ -307,16 +338,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                              max_turn_tokens=args.max_turn_tokens),
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
       wrong_next_rate=args.wrong_next_rate, plan_steps=args.plan_steps,
-      found_weight=args.found_weight, plan_weight=args.plan_weight,
+      found_weight=args.found_weight, plan_weight=args.plan_weight, restate_task=args.restate_task,
       decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
-                                 args.shards, config, args.games)
+                                 args.shards, config, args.games, openings=args.plan_openings)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))
   print(f"{summary['share_crossing_threshold']:.0%} of the demonstrations cross the compression "
         f"threshold; {summary['share_with_used_read']:.0%} need a ReadExperience whose content a "
         f"later action uses; {summary['share_with_empty_search']:.0%} search an empty place "
         f"first. Mean length: {summary['mean_steps']:.1f} steps, {summary['mean_tokens']:.0f} "
         "tokens.")
+  if args.plan_openings:
+    print(f"{summary['openings']} openings ({summary['failed_openings']} failed): "
+          f"{summary['opening_segments']} segments, {summary['opening_tokens']} tokens.")
   for failure in summary["failures"]:
     print(f"failed: {failure['game']}: {failure['error']}")
   sys.stdout.flush()

@@ -11,6 +11,7 @@ from memex_jax import demos
 from memex_jax.demos import alfworld_text
 from memex_jax.demos.alfworld import weighted_decisions
 from memex_jax.agent.presets import smollm2_alfworld
+from memex_jax.envs.alfworld import games
 from memex_jax.envs.alfworld import generate
 from memex_jax.envs.alfworld import pddl
 from memex_jax.envs.alfworld.env import memex_harder
@@ -126,3 +127,28 @@ def test_a_refused_take_keeps_its_decision_out_of_the_loss(play_small_games,
       # A wrong take is at weight 0, its decision token too (not among the trained runs).
       seen["left out"] += sum(mask[p] == 0 for p in positions)
   assert seen[5] >= 1 and seen[10] >= 2 and seen["left out"] >= 2, seen
+
+
+def test_an_opening_is_the_demonstration_up_to_its_plan(small_root, renderer,
+                                                         demonstration_config, demonstration_env):
+  config = dataclasses.replace(demonstration_config, plan_steps=True, plan_weight=3)
+  for game in games.find_games(small_root, "valid_seen"):
+    whole = demos.make_demonstration(game, renderer, config, 1, demonstration_env)
+    [opening] = demos.make_opening(game, renderer, config, 1, demonstration_env).segments
+    turns = [m.content for m in opening.messages if m.role == "assistant"]
+    assert len(turns) == demos.OPENING_STEPS, game
+    assert alfworld_text.WRITTEN_PLAN.search(turns[-1]) and "Task plan" not in turns[0]
+    # The same turns under the same context as the whole demonstration's first segment.
+    first = whole.segments[0].messages
+    assert [(m.role, m.content) for m in opening.messages] == [
+        (m.role, m.content) for m in first[:len(opening.messages)]], game
+    ids, mask = opening.sample.token_ids, opening.sample.loss_mask
+    assert np.array_equal(ids, whole.segments[0].sample.token_ids[:len(ids)])
+    assert [int(mask[run].max()) for run in trained_runs(mask)] == [1, 3]
+
+
+def test_an_opening_needs_an_expert_that_plans(small_root, renderer, demonstration_config,
+                                               demonstration_env):
+  game = games.find_games(small_root, "valid_seen")[0]
+  with pytest.raises(ValueError, match="plan_steps"):
+    demos.make_opening(game, renderer, demonstration_config, 0, demonstration_env)

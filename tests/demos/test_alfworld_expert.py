@@ -409,3 +409,15 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
     looked_up += len(lookups)
   assert looked_up >= 8 and compressed >= 2, (looked_up, compressed)
 
+
+
+def test_the_plan_can_follow_the_task_copied(play_small_games, demonstration_config):
+  config = dataclasses.replace(demonstration_config, plan_steps=True, restate_task=True)
+  for game, trajectory in play_small_games(config):
+    assert trajectory.metrics.success, game
+    turns = [m.content for s in trajectory.segments for m in s.messages if m.role == "assistant"]
+    restating = [turn for turn in turns if "Task: " in turn]
+    assert len(restating) == 1, game  # the first step's turn; the summaries repeat only the plan
+    task = trajectory.task_text.strip().rstrip(".")
+    assert f"Task: {task}. Task plan: " in restating[0], (game, restating[0])
+    assert restating[0] == next(turn for turn in turns if WRITTEN_PLAN.search(turn))

@@ -238,12 +238,14 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
     dataset_lib.main(["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
                       "--workers", "1", "--shards", "1", "--prior", prior,
                       "--prompt-style", "compact", "--max-turn-tokens", "300",
-                      "--slip-rate", "0.5", "--plan-steps", "--plan-weight", "3"])
+                      "--slip-rate", "0.5", "--plan-steps", "--plan-weight", "3",
+                      "--restate-task"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
     summary = json.load(f)
   assert summary["agent"]["prompt_style"] == "compact"
   assert summary["slip_rate"] == 0.5 and summary["mean_refused"] >= 1
   assert summary["plan_steps"] is True and summary["plan_weight"] == 3
+  assert summary["restate_task"] is True
   assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]
@@ -253,8 +255,37 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
   assert "- ReadExperience(index):" in system and '{"type": "function"' not in system
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     first = json.loads(f.readline())
-  assert any("Task plan: find and " in m["content"] for m in first["messages"])
+  assert any(". Task plan: find and " in m["content"] and "Task: " in m["content"]
+             for m in first["messages"])
   assert max(first["loss_mask"]) == 3  # the plan's turn; every other trained token weighs 1
+
+
+def test_plan_openings_are_written_flagged_trained_and_kept_out_of_the_episodes(
+    small_root, search_prior, tmp_path):
+  prior = str(tmp_path / "search_prior.json")
+  search_prior.save(prior)
+  out = str(tmp_path / "demos")
+  argv = ["--games", small_root, "--split", "valid_seen", "--out", out, "--num", "1",
+          "--workers", "1", "--shards", "1", "--prior", prior, "--plan-steps", "--plan-openings",
+          "2"]
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    dataset_lib.main(argv)
+  with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
+    summary = json.load(f)
+  assert (summary["demonstrations"], summary["openings"], summary["failed_openings"]) == (1, 2, 0)
+  assert summary["opening_segments"] == 2 and "2 openings (0 failed)" in printed.getvalue()
+  with open(os.path.join(out, dataset_lib.TRAJECTORIES)) as f:
+    written = [json.loads(line) for line in f]
+  assert [(t["demo"], t["opening"]) for t in written] == [(0, False), (1, True), (2, True)]
+  # The openings come from the games after the demonstrated one in the seeded order.
+  assert len({t["game"] for t in written}) == 3
+  assert not any(t["metrics"]["success"] for t in written[1:])
+  assert [r["trajectory_id"] for r in dataset_lib.demonstration_records(out)] == [0]
+  examples = list(dataset_lib.iter_sft_examples(out))
+  assert len(examples) == written[0]["metrics"]["num_segments"] + 2
+  with pytest.raises(SystemExit):
+    dataset_lib.main([a for a in argv if a != "--plan-steps"])
 
 
 def test_demonstrations_read_back_as_episode_records_that_show_prints(dataset, capsys):
