@@ -16,8 +16,11 @@
 # COLD_START (16) training tasks. Each construction ablation in ABLATIONS ("flat
 # no_similarity_filter"; "" for none) trains its own graph and copilot the same way in
 # WORKDIR/ablation_<name>, starting from the full run's s_without cache (a property of the
-# executor and the task, so the same scores), and the evaluation reads it. Three trainings and the
-# evaluation of seven methods fit the issue's 90 minutes at 8 iterations (22 alone took 47).
+# executor and the task, so the same scores), and the evaluation reads it. TASK_TOKENS (48) is the
+# executor's reply budget per task and EXECUTOR_WINDOW (768) its context window: a code suite
+# (humaneval) needs a few hundred reply tokens, and its prompt with experience must fit beside
+# them. Three trainings and the evaluation of seven methods fit the issue's 90 minutes at 8
+# iterations (22 alone took 47).
 # Each stage's seconds go to WORKDIR/stages.json as it ends; a rerun skips the stages already
 # done (training: its params export; evaluation: eval/results.json, so removing WORKDIR/eval
 # evaluates a finished run again).
@@ -25,7 +28,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
-RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START ABLATIONS EXECUTOR)"
+RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START ABLATIONS \
+  EXECUTOR TASK_TOKENS EXECUTOR_WINDOW)"
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 SUITES="${SUITES:-('mmlu','gsm_symbolic')}"
@@ -35,11 +39,15 @@ ITERATIONS="${ITERATIONS:-8}"
 COLD_START="${COLD_START:-16}"
 ABLATIONS="${ABLATIONS-flat no_similarity_filter}"
 EXECUTOR="${EXECUTOR:-}"
+TASK_TOKENS="${TASK_TOKENS:-48}"
+EXECUTOR_WINDOW="${EXECUTOR_WINDOW:-768}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
 COMMON=(--config experiments/configs/expharness.py --config.tasks.suites="${SUITES}"
         --config.tasks.per_suite="${PER_SUITE}" --config.tasks.eval_per_suite="${EVAL_PER_SUITE}"
         --config.batch_size=8 --config.executor.num_slots=8
+        --config.tasks.max_tokens="${TASK_TOKENS}"
+        --config.executor.cache_length="${EXECUTOR_WINDOW}"
         --config.executor_model.gguf="${EXECUTOR}")
 
 RUN_COMMAND+="$0 ${WORK}"
