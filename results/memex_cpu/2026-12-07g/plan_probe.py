@@ -1,0 +1,53 @@
+# As run for results/memex_cpu/2026-12-07f (from the repository root):
+#   python plan_probe.py OUT_PREFIX TITLE "LABEL=episodes.jsonl" ...
+"""Per task type: the episodes, those that write a plan, and those whose first written plan is
+the expert's for the game (`decisions.expert_plan`); JSON and a grouped bar chart."""
+import collections, json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from memex_jax.agent.records import read_records
+from memex_jax.demos import decisions
+from memex_jax.demos.alfworld_text import WRITTEN_PLAN
+
+TYPES = {"look_at_obj_in_light": "look at\nin light", "pick_and_place_simple": "pick and\nplace",
+         "pick_clean_then_place_in_recep": "clean,\nplace",
+         "pick_cool_then_place_in_recep": "cool,\nplace",
+         "pick_heat_then_place_in_recep": "heat,\nplace", "pick_two_obj_and_place": "pick two"}
+out, title, by_label = sys.argv[1], sys.argv[2], {}
+for arg in sys.argv[3:]:
+  label, _, path = arg.rpartition("=")
+  rows = collections.defaultdict(lambda: [0, 0, 0])
+  for rec in read_records(path):
+    kind = next(k for k in TYPES if k in rec["game"])
+    turns = [m["content"] for s in rec["segments"] for m in s if m["role"] == "assistant"]
+    written = next((p[1] for p in map(WRITTEN_PLAN.search, turns) if p), None)
+    row = rows[kind]
+    row[0] += 1
+    if written is not None:
+      row[1] += 1
+      row[2] += written.split(" > ") == decisions.expert_plan(rec)
+  by_label[label] = {k: rows[k] for k in TYPES if k in rows}
+  total = np.sum(list(by_label[label].values()), axis=0).tolist()
+  print(f"{label}: games, planned, right = {total}")
+json.dump({"columns": ["games", "planned", "right"], "by_label": by_label,
+           "command": "python plan_probe.py " + " ".join(f"'{a}'" for a in sys.argv[1:])},
+          open(out + ".json", "w"), indent=1)
+fig, ax = plt.subplots(figsize=(9, 4.2))
+width = 0.8 / len(by_label)
+for i, (label, rows) in enumerate(by_label.items()):
+  x = np.arange(len(TYPES)) + (i - (len(by_label) - 1) / 2) * width
+  share = [rows[k][2] / rows[k][0] if k in rows else 0 for k in TYPES]
+  ax.bar(x, share, width, label=label)
+  for xi, k in zip(x, TYPES):
+    if k in rows:
+      ax.text(xi, share[list(TYPES).index(k)] + 0.02, f"{rows[k][2]}/{rows[k][0]}",
+              ha="center", fontsize=7)
+ax.set_xticks(np.arange(len(TYPES)), list(TYPES.values()), fontsize=8)
+ax.set_ylim(0, 1.05)
+ax.set_ylabel("share of plans = the expert's")
+ax.set_title(title, fontsize=10)
+ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(out + ".png", dpi=110)
