@@ -48,7 +48,7 @@ class DemonstrationConfig:
       task's words ("Task: cool some bowl and put it in microwave. Task plan: ..."). Teacher
       forced on its own demonstrations, the twenty-second proof run's policy gave " fridge" after
       a cool task's "go to the" 0.13-0.21 and preferred the microwave or the sink, and " >" after
-      a pick-two plan's first move 0.13-0.23: the plan did not follow the task message ~300
+      a pick-two plan's first move 0.12-0.23: the plan did not follow the task message ~300
       tokens back. Copied, the task's verb and count sit just before the plan.
     decision_weight: the weight of the one token that decides, after a searched place's
       contents and the sought kind are restated, whether the kind is there (":" of "...: cloth:

@@ -410,7 +410,6 @@ def test_a_written_plan_is_looked_up_at_each_next_step(play_small_games, demonst
   assert looked_up >= 8 and compressed >= 2, (looked_up, compressed)
 
 
-
 def test_the_plan_can_follow_the_task_copied(play_small_games, demonstration_config):
   config = dataclasses.replace(demonstration_config, plan_steps=True, restate_task=True)
   for game, trajectory in play_small_games(config):

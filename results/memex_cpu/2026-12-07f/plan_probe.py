@@ -1,15 +1,15 @@
-# As run for results/memex_cpu/2026-12-07f (from the repository root):
-#   python plan_probe.py OUT_PREFIX TITLE "LABEL=episodes.jsonl" ...
-"""Per task type: the episodes, those that write a plan, and those whose first written plan is
-the expert's for the game (`decisions.expert_plan`); JSON and a grouped bar chart."""
+# As run for results/memex_cpu/2026-12-07f and 2026-12-07g (from the repository root):
+#   python results/memex_cpu/2026-12-07f/plan_probe.py OUT_PREFIX TITLE "LABEL=episodes.jsonl" ...
+"""Per task type, `decisions.count_plans` of each policy's episodes (games, plans written, plans
+equal to the expert's for the game); JSON and a grouped bar chart."""
 import collections, json, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from memex_jax.agent.records import read_records
-from memex_jax.demos import decisions
-from memex_jax.demos.alfworld_text import WRITTEN_PLAN
+from memex_jax.demos.alfworld import task_type
+from memex_jax.demos.decisions import count_plans
 
 TYPES = {"look_at_obj_in_light": "look at\nin light", "pick_and_place_simple": "pick and\nplace",
          "pick_clean_then_place_in_recep": "clean,\nplace",
@@ -18,21 +18,15 @@ TYPES = {"look_at_obj_in_light": "look at\nin light", "pick_and_place_simple": "
 out, title, by_label = sys.argv[1], sys.argv[2], {}
 for arg in sys.argv[3:]:
   label, _, path = arg.rpartition("=")
-  rows = collections.defaultdict(lambda: [0, 0, 0])
-  for rec in read_records(path):
-    kind = next(k for k in TYPES if k in rec["game"])
-    turns = [m["content"] for s in rec["segments"] for m in s if m["role"] == "assistant"]
-    written = next((p[1] for p in map(WRITTEN_PLAN.search, turns) if p), None)
-    row = rows[kind]
-    row[0] += 1
-    if written is not None:
-      row[1] += 1
-      row[2] += written.split(" > ") == decisions.expert_plan(rec)
-  by_label[label] = {k: rows[k] for k in TYPES if k in rows}
-  total = np.sum(list(by_label[label].values()), axis=0).tolist()
-  print(f"{label}: games, planned, right = {total}")
+  grouped = collections.defaultdict(list)
+  for record in read_records(path):
+    grouped[task_type(record["game"])].append(record)
+  counts = {kind: count_plans(grouped[kind]) for kind in TYPES if kind in grouped}
+  by_label[label] = {k: [c["episodes"], c["planned"], c["right"]] for k, c in counts.items()}
+  print(f"{label}: games, planned, right = {np.sum(list(by_label[label].values()), 0).tolist()}")
 json.dump({"columns": ["games", "planned", "right"], "by_label": by_label,
-           "command": "python plan_probe.py " + " ".join(f"'{a}'" for a in sys.argv[1:])},
+           "command": "python results/memex_cpu/2026-12-07f/plan_probe.py " +
+                      " ".join(f"'{a}'" for a in sys.argv[1:])},
           open(out + ".json", "w"), indent=1)
 fig, ax = plt.subplots(figsize=(9, 4.2))
 width = 0.8 / len(by_label)
@@ -40,10 +34,9 @@ for i, (label, rows) in enumerate(by_label.items()):
   x = np.arange(len(TYPES)) + (i - (len(by_label) - 1) / 2) * width
   share = [rows[k][2] / rows[k][0] if k in rows else 0 for k in TYPES]
   ax.bar(x, share, width, label=label)
-  for xi, k in zip(x, TYPES):
+  for xi, s, k in zip(x, share, TYPES):
     if k in rows:
-      ax.text(xi, share[list(TYPES).index(k)] + 0.02, f"{rows[k][2]}/{rows[k][0]}",
-              ha="center", fontsize=7)
+      ax.text(xi, s + 0.02, f"{rows[k][2]}/{rows[k][0]}", ha="center", fontsize=7)
 ax.set_xticks(np.arange(len(TYPES)), list(TYPES.values()), fontsize=8)
 ax.set_ylim(0, 1.05)
 ax.set_ylabel("share of plans = the expert's")
