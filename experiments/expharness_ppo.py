@@ -132,10 +132,16 @@ def main(argv) -> None:
   if restored is None:
     first_iteration = 0
     graph = harness.ExperienceGraph(graph_cfg, encoder.name)
+    if log is not None:  # minutes with no other output: say what is going on
+      print(f"cold start: {c.tasks.cold_start} training tasks solved without experience, then "
+            "summarized")
+    start = time.perf_counter()
     entries, started = cold_start_lib.cold_start(train_tasks[:c.tasks.cold_start][host::hosts],
                                                  executor.executor, summarizer, encoder, cache)
     stats = feedback_lib.apply_feedback(graph, feedback_lib.gather_feedback(entries))
     if log is not None:
+      print(f"cold start: {stats.insertions} units inserted ({started['cold_start_failed']} "
+            f"tasks failed) in {time.perf_counter() - start:.0f} s")
       log.write(0, dict(started, graph_size=len(graph), insertions=stats.insertions,
                         duplicates=stats.duplicates), kind="cold_start")
   else:

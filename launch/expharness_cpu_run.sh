@@ -19,8 +19,9 @@
 # executor and the task, so the same scores), and the evaluation reads it. TASK_TOKENS (48) is the
 # executor's reply budget per task and EXECUTOR_WINDOW (768) its context window: a code suite
 # (humaneval) needs a few hundred reply tokens, and its prompt with experience must fit beside
-# them. Three trainings and the evaluation of seven methods fit the issue's 90 minutes at 8
-# iterations (22 alone took 47).
+# them. EVAL_METHODS (the config's seven when unset) names the methods the evaluation runs, as a
+# tuple: each costs one pass of the executor over the held-out tasks. Three trainings and the
+# evaluation of seven methods fit the issue's 90 minutes at 8 iterations (22 alone took 47).
 # Each stage's seconds go to WORKDIR/stages.json as it ends; a rerun skips the stages already
 # done (training: its params export; evaluation: eval/results.json, so removing WORKDIR/eval
 # evaluates a finished run again).
@@ -29,7 +30,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
 RUN_COMMAND="$(caller_settings SUITES PER_SUITE EVAL_PER_SUITE ITERATIONS COLD_START ABLATIONS \
-  EXECUTOR TASK_TOKENS EXECUTOR_WINDOW)"
+  EXECUTOR TASK_TOKENS EXECUTOR_WINDOW EVAL_METHODS)"
 WORK="${1:-/tmp/expharness_cpu}"
 PYTHON="${PYTHON:-python3}"
 SUITES="${SUITES:-('mmlu','gsm_symbolic')}"
@@ -41,6 +42,7 @@ ABLATIONS="${ABLATIONS-flat no_similarity_filter}"
 EXECUTOR="${EXECUTOR:-}"
 TASK_TOKENS="${TASK_TOKENS:-48}"
 EXECUTOR_WINDOW="${EXECUTOR_WINDOW:-768}"
+EVAL_METHODS="${EVAL_METHODS:-}"
 export PYTHONUNBUFFERED=1
 mkdir -p "${WORK}"
 COMMON=(--config experiments/configs/expharness.py --config.tasks.suites="${SUITES}"
@@ -66,5 +68,6 @@ for name in ${ABLATIONS}; do
     "${COMMON[@]}" "${TRAIN[@]}" --config.workdir="${run}" --config.ablation="${name}"
   EVAL_RUNS+=(--config.eval.ablation_workdirs."${name}"="${run}")
 done
+[ -z "${EVAL_METHODS}" ] || EVAL_RUNS+=(--config.eval.methods="${EVAL_METHODS}")
 stage eval "${WORK}/eval/results.json" "${PYTHON}" -m experiments.expharness_eval "${COMMON[@]}" \
   --config.workdir="${WORK}" "${EVAL_RUNS[@]}"

@@ -16,7 +16,9 @@
 # the demonstration set (CPU 24 and 40, GPU 512 and 512), SFT_LR sets the SFT's learning rate
 # (default memex_sft's); EVAL_GAMES (CPU 40, GPU 64), EVAL_SPLITS
 # ("('valid_unseen','valid_seen')") and ZERO_SHOT_GAMES (12; 0 skips that stage) size the
-# evaluations and SFT_MINUTES (CPU 40, GPU 4) the SFT's time budget; on the CPU,
+# evaluations and SFT_MINUTES (CPU 40, GPU 4) the SFT's time budget, SFT_STEPS (CPU 400, GPU
+# 300) its step budget (whichever ends first; a step budget repeats an earlier run's SFT when
+# another job shares the CPU); on the CPU,
 # COMPRESS_WEIGHT (1) weighs the CompressExperience turns in the SFT loss
 # (config.compress_weight) and SFT_DECAY_STEPS (130) the steps over which the SFT's rate
 # falls along a cosine to a tenth of its peak (config.optim.decay_steps; 0 keeps it constant).
@@ -32,6 +34,8 @@
 # demonstrated ones (so TRAIN_GAMES >= DEMOS + PLAN_OPENINGS gives each its own game), add only
 # their opening: the look and the turn that writes the plan (demos.dataset --plan-openings);
 # RESTATE_TASK (0) = 1 has that turn copy the task's words first (demos.dataset --restate-task).
+# RESTATE_LOCATION (0) = 1 has every action turn and summary say where the expert is, after what
+# it holds (demos.dataset --restate-location).
 # TURN_TOKENS (CPU 400, GPU 512) caps the tokens of one model turn, in the demonstrations and
 # every evaluation (config.agent.max_turn_tokens).
 # FOUND_WEIGHT (1) weighs, in the SFT loss, each turn that takes what a search just found
@@ -50,9 +54,9 @@ SCALE="${SCALE:-gpu}"
 # The report's command names every variable set by the caller (before defaults fill them in).
 source launch/stage.sh
 RUN_COMMAND="SCALE=${SCALE} $(caller_settings TRAIN_GAMES DEMOS SFT_LR RL_ITERATIONS SFT_MINUTES \
-  COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE WRONG_TAKE_RATE \
-  WRONG_NEXT_RATE PLAN_STEPS PLAN_WEIGHT PLAN_OPENINGS RESTATE_TASK \
-  FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS \
+  SFT_STEPS COMPRESS_WEIGHT SFT_DECAY_STEPS EVAL_GAMES EVAL_SPLITS ZERO_SHOT_GAMES SLIP_RATE \
+  WRONG_TAKE_RATE WRONG_NEXT_RATE PLAN_STEPS PLAN_WEIGHT PLAN_OPENINGS RESTATE_TASK \
+  RESTATE_LOCATION FOUND_WEIGHT DECISION_WEIGHT NO_GRAD_LAYERS TURN_TOKENS \
   MATMUL_DTYPE REPORT_DIR)"
 WORK="${1:-/tmp/memex_proof}"
 PYTHON="${PYTHON:-python3}"
@@ -67,7 +71,7 @@ if [ "${SCALE}" = gpu ]; then
   VARIANT=":gpu"
   TRAIN_GAMES="${TRAIN_GAMES:-512}"; DEMOS="${DEMOS:-512}"; THRESHOLD=2048; WINDOW=8192; PROMPT=full
   RL_ITERATIONS="${RL_ITERATIONS:-3}"
-  SFT=(--config.num_steps=300 --config.batch.rows=8 --config.batch.seq_len=8192
+  SFT=(--config.num_steps="${SFT_STEPS:-300}" --config.batch.rows=8 --config.batch.seq_len=8192
        --config.heldout.one_in=16 --config.heldout.every=25
        --config.max_minutes="${SFT_MINUTES:-4}")
   TURN_TOKENS="${TURN_TOKENS:-512}"
@@ -87,7 +91,8 @@ elif [ "${SCALE}" = cpu ]; then
   # backward through the lower 20 halves a step's cost, so the budget covers twice the rows.
   # Held-out loss every 20 steps: one measurement took ~70 s, about four steps, in the sixth
   # run (11 held-out segments; results/memex_cpu/README.md).
-  SFT=(--config.num_steps=400 --config.batch.rows=1 --config.batch.seq_len="${WINDOW}"
+  SFT=(--config.num_steps="${SFT_STEPS:-400}" --config.batch.rows=1
+       --config.batch.seq_len="${WINDOW}"
        --config.model.no_grad_layers="${NO_GRAD_LAYERS:-20}" --config.heldout.one_in=20 --config.heldout.every=20 --config.heldout.patience=2
        --config.max_minutes="${SFT_MINUTES:-40}" --config.log_every=2 --config.checkpoint.every=5
        --config.compress_weight="${COMPRESS_WEIGHT:-1}"
@@ -121,9 +126,10 @@ EVAL+=("--config.splits=${EVAL_SPLITS:-('valid_unseen','valid_seen')}" "--config
        "${AGENT[@]}")
 GAMES="${WORK}/games"
 mkdir -p "${WORK}"
-PLAN=()
-if [ "${PLAN_STEPS:-0}" = 1 ]; then PLAN=(--plan-steps); fi
-if [ "${RESTATE_TASK:-0}" = 1 ]; then PLAN+=(--restate-task); fi
+EXPERT_SWITCHES=()  # The demonstrator's on/off options.
+if [ "${PLAN_STEPS:-0}" = 1 ]; then EXPERT_SWITCHES+=(--plan-steps); fi
+if [ "${RESTATE_TASK:-0}" = 1 ]; then EXPERT_SWITCHES+=(--restate-task); fi
+if [ "${RESTATE_LOCATION:-0}" = 1 ]; then EXPERT_SWITCHES+=(--restate-location); fi
 
 RUN_COMMAND+="$0 ${WORK}"
 
@@ -135,7 +141,7 @@ stage demonstrations "${WORK}/demos/summary.json" "${PYTHON}" -m memex_jax.demos
   --wrong-take-rate "${WRONG_TAKE_RATE:-0}" --wrong-next-rate "${WRONG_NEXT_RATE:-0}" \
   --found-weight "${FOUND_WEIGHT:-1}" --decision-weight "${DECISION_WEIGHT:-1}" \
   --plan-weight "${PLAN_WEIGHT:-1}" --plan-openings "${PLAN_OPENINGS:-0}" \
-  ${PLAN[@]+"${PLAN[@]}"}
+  ${EXPERT_SWITCHES[@]+"${EXPERT_SWITCHES[@]}"}
 stage sft "${WORK}/sft/params" "${PYTHON}" -m experiments.memex_sft --config "experiments/configs/memex_sft.py${VARIANT}" \
   --config.workdir="${WORK}/sft" --config.demos.dir="${WORK}/demos" --config.games.dir="${GAMES}" \
   "${SFT[@]}"

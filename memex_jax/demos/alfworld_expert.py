@@ -15,6 +15,8 @@ needs") or none ("...: cloth: none."), so the deciding token continues the kind 
 restated does, if it holds one (`alfworld_text.DECISION`). Every action's turn opens with
 what it holds ("Holding: plate 3."), changed only by the engine's reply to a take or a move, so a
 policy's belief about its hands is copied from its last turn and grounded in the engine's words.
+With `restate_location` the line also says where it is ("Holding: nothing. At: drawer 3."), the
+place of the engine's last "You arrive at", which a take's "from" then copies.
 
 Whenever ContextStatus reports working > threshold, it calls CompressExperience: the look listing
 is archived verbatim by anchors in one fixed form (the listing phrase, the first receptacle and
@@ -64,6 +66,7 @@ _ORDER_SHOWN = 6  # Places a written search order names.
 # Commands the engine refuses when repeated at once: already there, open, held, put down.
 _SLIPPABLE = ("go", "open", "take", "move")
 _VERB_ING = {"heat": "Heating", "cool": "Cooling", "clean": "Cleaning"}
+_START = "the middle of the room"  # Where the engine's first observation puts the agent.
 
 
 class Demonstrator:
@@ -372,8 +375,12 @@ class Demonstrator:
     return None
 
   def _holding_line(self) -> str:
-    """What every action turn opens with, and what a summary's "Holding:" says."""
-    return f"Holding: {self._holding or 'nothing'}."
+    """What every action turn opens with, and what a summary's "Holding:" says (and "At:",
+    with `restate_location`)."""
+    holding = f"Holding: {self._holding or 'nothing'}."
+    if not self._config.restate_location:
+      return holding
+    return f"{holding} At: {self._location or _START}."
 
   def _seen_here(self) -> str:
     """What the last action showed, restated ('cabinet 2 has candle 2, soapbar 2'), for a turn

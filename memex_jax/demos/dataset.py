@@ -273,6 +273,7 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
                "found_weight": getattr(config, "found_weight", 1),
                "plan_weight": getattr(config, "plan_weight", 1),
                "restate_task": getattr(config, "restate_task", False),
+               "restate_location": getattr(config, "restate_location", False),
                "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
               default=str)
   return summary
@@ -317,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--restate-task", action="store_true",
                       help="the turn that writes the task plan first copies the task's words "
                       "(with --plan-steps)")
+  parser.add_argument("--restate-location", action="store_true",
+                      help="every action turn and summary says where the expert is, after what "
+                      "it holds (\"Holding: nothing. At: drawer 3.\")")
   parser.add_argument("--plan-openings", type=int, default=0,
                       help="games after the demonstrated ones that give only their opening: the "
                       "look and the turn that writes the task plan (with --plan-steps)")
@@ -339,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       prior=prior, slip_rate=args.slip_rate, wrong_take_rate=args.wrong_take_rate,
       wrong_next_rate=args.wrong_next_rate, plan_steps=args.plan_steps,
       found_weight=args.found_weight, plan_weight=args.plan_weight, restate_task=args.restate_task,
-      decision_weight=args.decision_weight)
+      restate_location=args.restate_location, decision_weight=args.decision_weight)
   summary = write_demonstrations(game_folders, args.out, args.num, args.seed, args.workers,
                                  args.shards, config, args.games, openings=args.plan_openings)
   print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=1))

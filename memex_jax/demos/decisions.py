@@ -9,8 +9,9 @@ engine's exactly. The expert's own demonstrations decide right every time, excep
 takes it plays on purpose (`DemonstrationConfig.wrong_take_rate`). It also counts where the
 policy went: the go-tos that return to a place it had gone to before, and the search orders it
 wrote ("likeliest first: A > B > ...") that name a place twice or one the room does not have,
-its next-place lookups ("Next: A > B."), the refused commands it repeated at once, and the plan
-it writes ("Task plan: ...", the expert's for the game or not) and its step lookups in it.
+its next-place lookups ("Next: A > B."), the refused commands it repeated at once, the refused
+takes naming a place other than the one it had gone to, and the plan it writes ("Task plan:
+...", the expert's for the game or not) and its step lookups in it.
 
   python -m memex_jax.demos.decisions \
       "fifteenth=WORKDIR/eval_sft/trajectories/valid_unseen_memex.jsonl" \
@@ -117,21 +118,47 @@ def count_lookups(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   return {"lookups": lookups, "shown": shown, "to_itself": to_itself}
 
 
+def _played(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+  """(command, the engine's reply: "" for a last command without one) of an episode record's
+  `execute` calls, over its segments."""
+  played = []
+  for messages in record["segments"]:
+    replies = [tool_response_body(m["content"]) or "" for m in messages[1:]] + [""]
+    played += [(command, reply) for command, reply in zip(_commands(messages), replies)
+               if command]
+  return played
+
+
 def count_refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
   """refused: the commands of episode records the engine answered "Nothing happens."; followed:
   those another command came after; repeated: those whose next command was the same."""
   refused = followed = repeated = 0
   for record in records:
-    played = []  # (command, was it refused), over the episode
-    for messages in record["segments"]:
-      replies = [tool_response_body(m["content"]) or "" for m in messages[1:]] + [""]
-      played += [(command, reply.startswith(REFUSED))
-                 for command, reply in zip(_commands(messages), replies) if command]
-    for (command, was_refused), (after, _) in zip(played, played[1:] + [(None, False)]):
+    played = _played(record)
+    for (command, reply), (after, _) in zip(played, played[1:] + [(None, "")]):
+      was_refused = reply.startswith(REFUSED)
       refused += was_refused
       followed += was_refused and after is not None
       repeated += was_refused and after == command
   return {"refused": refused, "followed": followed, "repeated": repeated}
+
+
+def count_takes(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+  """takes: the `take` commands of episode records; refused: those the engine refused;
+  elsewhere: refused ones whose "from" is not the place the episode's last go reached (any
+  place, before its first go), a take a policy can tell is wrong without knowing the place."""
+  takes = refused = elsewhere = 0
+  for record in records:
+    at = None  # Where the last go that the engine did not refuse arrived.
+    for command, reply in _played(record):
+      if command.startswith("go to ") and reply and not reply.startswith(REFUSED):
+        at = command.removeprefix("go to ")
+      elif command.startswith("take "):
+        takes += 1
+        if reply.startswith(REFUSED):
+          refused += 1
+          elsewhere += command.rpartition(" from ")[2] != at
+  return {"takes": takes, "take_refused": refused, "take_elsewhere": elsewhere}
 
 
 def expert_plan(record: Mapping[str, Any]) -> list[str] | None:
@@ -195,7 +222,7 @@ def main(argv: list[str]) -> int:
     records, label = list(read_records(path)), label or path
     rows[label] = count_decisions(records)
     counts[label] = {**count_returns(records), **count_orders(records), **count_lookups(records),
-                     **count_refusals(records), **count_plans(records)}
+                     **count_refusals(records), **count_takes(records), **count_plans(records)}
   print(markdown_table(rows))
   for label, c in counts.items():
     print(f"{label}: {c['returns']} of {c['go_tos']} go-tos return to a place gone to before")
@@ -205,6 +232,8 @@ def main(argv: list[str]) -> int:
           f"shows, {c['to_itself']} name the place the search is at")
     print(f"{label}: {c['repeated']} of {c['followed']} refused commands followed by another "
           f"were repeated at once ({c['refused']} refused)")
+    print(f"{label}: {c['take_refused']} of {c['takes']} takes refused, {c['take_elsewhere']} of "
+          "them from a place other than the one the last go reached")
     print(f"{label}: {c['planned']} of {c['episodes']} episodes write a plan, {c['right']} of the "
           f"{c['checked']} checked against their game the expert's; {c['in_plan']} of "
           f"{c['steps']} step lookups name consecutive steps of it, {c['done']} of "

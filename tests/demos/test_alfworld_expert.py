@@ -217,6 +217,39 @@ def test_each_action_turn_opens_with_what_the_engine_says_is_held(played):
     assert turns == m.steps - m.num_compress - m.num_read, (game, seed)
 
 
+_AT = re.compile(r"Holding: (?:nothing|[a-z]+ \d+)\. At: (the middle of the room|[a-z]+ \d+)\.")
+
+
+def test_with_restate_location_each_turn_says_where_the_last_go_arrived_and_takes_from_there(
+    play_small_games, demonstration_config):
+  """"At: R." after "Holding:" is the place of the engine's last "You arrive at" (or of an
+  examine from a shared spot), in every action turn and summary, and each take is from it."""
+  config = dataclasses.replace(demonstration_config, restate_location=True)
+  takes = summaries = 0
+  for game, trajectory in play_small_games(config):
+    assert trajectory.metrics.success, game
+    at = "the middle of the room"
+    for segment in trajectory.segments:
+      working = segment.messages[2:]
+      for message, reply in zip(working, working[1:] + working[-1:]):
+        call = parse_turn(message.content).call if message.role == "assistant" else None
+        if call and call.name == COMPRESS:
+          said, summaries = _AT.search(call.arguments["summary"]), summaries + 1
+          assert said and said[1] == at, (game, at, call.arguments["summary"])
+        if not call or call.name != "execute":
+          continue
+        said = _AT.match(message.content)
+        assert said and said[1] == at, (game, at, message.content)
+        command = call.arguments["command"]
+        if command.startswith("take "):
+          takes += 1
+          assert command.endswith(f" from {at}"), (game, command)
+        observation = tool_response_body(reply.content) or ""
+        if observation.startswith("You arrive at ") or command.startswith("examine "):
+          at = command.split(" ", 1)[1].removeprefix("to ")
+  assert takes >= 4 and summaries >= 2, (takes, summaries)
+
+
 def test_wrong_takes_are_refused_left_out_of_the_loss_and_the_search_goes_on_empty_handed(
     played_with_wrong_takes, renderer):
   """A wrong take names the sought kind at a place just restated without it; the engine refuses

@@ -239,13 +239,13 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
                       "--workers", "1", "--shards", "1", "--prior", prior,
                       "--prompt-style", "compact", "--max-turn-tokens", "300",
                       "--slip-rate", "0.5", "--plan-steps", "--plan-weight", "3",
-                      "--restate-task"])
+                      "--restate-task", "--restate-location"])
   with open(os.path.join(out, dataset_lib.SUMMARY)) as f:
     summary = json.load(f)
   assert summary["agent"]["prompt_style"] == "compact"
   assert summary["slip_rate"] == 0.5 and summary["mean_refused"] >= 1
   assert summary["plan_steps"] is True and summary["plan_weight"] == 3
-  assert summary["restate_task"] is True
+  assert summary["restate_task"] is True and summary["restate_location"] is True
   assert summary["agent"]["max_turn_tokens"] == 300 and summary["longest_turn"] <= 300
   with open(os.path.join(out, "segments-00000-of-00001.jsonl")) as f:
     system = json.loads(f.readline())["messages"][0]["content"]
@@ -257,6 +257,9 @@ def test_cli_records_demonstrations_under_the_compact_prompt_turn_cap_slips_and_
     first = json.loads(f.readline())
   assert any(". Task plan: find and " in m["content"] and "Task: " in m["content"]
              for m in first["messages"])
+  located = [re.match(r"Holding: [^.]+\. At: [^.]+\. ", m["content"]) for m in first["messages"]
+             if m["content"].startswith("Holding: ")]
+  assert located and all(located)
   assert max(first["loss_mask"]) == 3  # the plan's turn; every other trained token weighs 1
 
 

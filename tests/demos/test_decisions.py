@@ -48,8 +48,9 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
   o = decisions.count_orders(records)
   n = decisions.count_lookups(records)
   f = decisions.count_refusals(records)
+  t = decisions.count_takes(records)
   assert decisions.main([f"expert, wrong takes={path}"]) == 0
-  assert capsys.readouterr().out.splitlines()[-6:] == [
+  assert capsys.readouterr().out.splitlines()[-7:] == [
       f"| expert, wrong takes | {c['absent_no']} / {c['absent_take']} | {c['present_take']} / "
       f"{c['present_no']} | {c['restated_exact']} of {c['restated']} |",
       f"expert, wrong takes: {r['returns']} of {r['go_tos']} go-tos return to a place gone to "
@@ -60,6 +61,8 @@ def test_the_command_prints_one_row_per_labelled_file(played_with_wrong_takes, t
       "context shows, 0 name the place the search is at",
       f"expert, wrong takes: 0 of {f['refused']} refused commands followed by another were "
       f"repeated at once ({f['refused']} refused)",
+      f"expert, wrong takes: {t['take_refused']} of {t['takes']} takes refused, 0 of them from a "
+      "place other than the one the last go reached",
       f"expert, wrong takes: 0 of {len(records)} episodes write a plan, 0 of the 0 checked "
       "against their game the expert's; 0 of 0 step lookups name consecutive steps of it, 0 of 0 "
       "command steps are then done"]
@@ -129,6 +132,21 @@ def test_refusals_count_the_commands_repeated_at_once(played_with_wrong_nexts):
   assert decisions.count_refusals([looped]) == {"refused": 3, "followed": 3, "repeated": 2}
   expert = decisions.count_refusals(_records(played_with_wrong_nexts))
   assert expert["refused"] == expert["followed"] >= 2 and expert["repeated"] == 0
+
+
+def test_takes_count_the_refused_ones_from_a_place_the_last_go_did_not_reach(
+    played_with_wrong_takes):
+  took, refused = _reply("You pick up the egg 1 from the fridge 1."), _reply("Nothing happens.")
+  arrived = _reply("You arrive at fridge 1.")
+  walked = {"segments": [[_turn("Take.", "take egg 1 from sink 1"), refused,  # before any go
+                          _go("fridge 1"), arrived, _go("sink 1"), refused,  # still at fridge 1
+                          _turn("Take.", "take egg 1 from sink 1"), refused],
+                         [_turn("Take.", "take egg 2 from fridge 1"), refused,
+                          _turn("Take.", "take egg 1 from fridge 1"), took]]}
+  assert decisions.count_takes([walked]) == {"takes": 4, "take_refused": 3, "take_elsewhere": 2}
+  # The expert's wrong takes are all from the place it has just gone to.
+  expert = decisions.count_takes(_records(played_with_wrong_takes))
+  assert expert["take_refused"] >= 2 and expert["take_elsewhere"] == 0
 
 
 def test_plans_count_the_expert_s_plan_for_the_game_and_the_lookups_in_it(
