@@ -265,17 +265,11 @@ def write_demonstrations(game_folders: Sequence[str], out: str, num: int, seed: 
       done.append(result)
   summary = _summarize(done, failed)
   with open(os.path.join(out, SUMMARY), "w") as f:
-    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent),
-               "slip_rate": getattr(config, "slip_rate", 0.0),
-               "wrong_take_rate": getattr(config, "wrong_take_rate", 0.0),
-               "wrong_next_rate": getattr(config, "wrong_next_rate", 0.0),
-               "plan_steps": getattr(config, "plan_steps", False),
-               "found_weight": getattr(config, "found_weight", 1),
-               "plan_weight": getattr(config, "plan_weight", 1),
-               "restate_task": getattr(config, "restate_task", False),
-               "restate_location": getattr(config, "restate_location", False),
-               "decision_weight": getattr(config, "decision_weight", 1), **summary}, f, indent=1,
-              default=str)
+    # The demonstrator's own settings: the ALFWorld expert's levers (AppWorld's has none).
+    settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
+                if field.name not in ("agent", "env", "prior")}
+    json.dump({"seed": seed, "agent": dataclasses.asdict(config.agent), **settings, **summary},
+              f, indent=1, default=str)
   return summary
 
 

@@ -144,16 +144,17 @@ def count_refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def count_takes(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-  """takes: the `take` commands of episode records; refused: those the engine refused;
-  elsewhere: refused ones whose "from" is not the place the episode's last go reached (any
-  place, before its first go), a take a policy can tell is wrong without knowing the place."""
+  """takes: the `take` commands of episode records the engine answered (an episode's last
+  command, cut by its end, got no answer); refused: those it refused; elsewhere: refused ones
+  whose "from" is not the place the episode's last go reached (any place, before its first go),
+  a take a policy can tell is wrong without knowing the place."""
   takes = refused = elsewhere = 0
   for record in records:
     at = None  # Where the last go that the engine did not refuse arrived.
     for command, reply in _played(record):
       if command.startswith("go to ") and reply and not reply.startswith(REFUSED):
         at = command.removeprefix("go to ")
-      elif command.startswith("take "):
+      elif command.startswith("take ") and reply:
         takes += 1
         if reply.startswith(REFUSED):
           refused += 1

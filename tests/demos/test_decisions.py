@@ -142,7 +142,8 @@ def test_takes_count_the_refused_ones_from_a_place_the_last_go_did_not_reach(
                           _go("fridge 1"), arrived, _go("sink 1"), refused,  # still at fridge 1
                           _turn("Take.", "take egg 1 from sink 1"), refused],
                          [_turn("Take.", "take egg 2 from fridge 1"), refused,
-                          _turn("Take.", "take egg 1 from fridge 1"), took]]}
+                          _turn("Take.", "take egg 1 from fridge 1"), took,
+                          _turn("Take.", "take egg 3 from fridge 1")]]}  # cut: no reply
   assert decisions.count_takes([walked]) == {"takes": 4, "take_refused": 3, "take_elsewhere": 2}
   # The expert's wrong takes are all from the place it has just gone to.
   expert = decisions.count_takes(_records(played_with_wrong_takes))
